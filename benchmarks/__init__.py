@@ -1,0 +1,1 @@
+"""Reproducible speed comparisons: every figure is a ratio against a named baseline measured in the same run."""

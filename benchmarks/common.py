@@ -1,0 +1,29 @@
+"""Timing helpers shared by the benchmarks."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall time of `fn()` over `repeats` runs after `warmup` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def print_table(rows: list[dict]) -> None:
+    """Rows of {name, ours_s, baseline, baseline_s}: prints each with the speed-up ratio."""
+    print(f"{'benchmark':44s} {'ours':>10s} {'baseline':>10s} {'speed-up':>9s}  baseline")
+    for r in rows:
+        ratio = r["baseline_s"] / r["ours_s"]
+        print(
+            f"{r['name']:44s} {r['ours_s'] * 1e3:8.1f}ms {r['baseline_s'] * 1e3:8.1f}ms {ratio:8.2f}x  {r['baseline']}"
+        )

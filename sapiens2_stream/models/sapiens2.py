@@ -1,0 +1,154 @@
+"""A Sapiens2 model for one task: backbone + task head, with outputs named as in the reference.
+
+`Sapiens2(config)(pixel_values)` returns a task-specific output dataclass:
+pose `heatmaps`; seg `logits`; normal `normals`; pointmap `pointmaps`, `scales`; matting `alphas`,
+`foregrounds`; pretrain `last_hidden_state`, `pooler_output`. Any task can also return the normalised class
+token (`return_class_token=True`) and backbone feature maps (`feature_layers=(...)`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .backbone import Backbone
+from .config import ModelConfig
+from .heads import DeconvHead, PixelShuffleHead
+from .metadata import NUM_KEYPOINTS, NUM_SEG_CLASSES, PoseMetadata, SegMetadata, pose_metadata, seg_metadata
+
+
+@dataclass(kw_only=True)
+class Sapiens2Output:
+    """Fields every task can return on request."""
+
+    class_token: torch.Tensor | None = None
+    feature_maps: list[torch.Tensor] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class PoseOutput(Sapiens2Output):
+    heatmaps: torch.Tensor
+
+
+@dataclass(kw_only=True)
+class SegOutput(Sapiens2Output):
+    logits: torch.Tensor
+
+
+@dataclass(kw_only=True)
+class NormalOutput(Sapiens2Output):
+    normals: torch.Tensor
+
+
+@dataclass(kw_only=True)
+class PointmapOutput(Sapiens2Output):
+    pointmaps: torch.Tensor
+    scales: torch.Tensor | None
+
+
+@dataclass(kw_only=True)
+class MattingOutput(Sapiens2Output):
+    alphas: torch.Tensor
+    foregrounds: torch.Tensor
+
+
+@dataclass(kw_only=True)
+class PretrainOutput(Sapiens2Output):
+    last_hidden_state: torch.Tensor
+    pooler_output: torch.Tensor
+
+
+class Sapiens2(nn.Module):
+    """Backbone plus the head of `config.task`; parameter names are those of the released checkpoints."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.task = config.task
+        self.backbone = Backbone(config.backbone)
+        if config.head is not None:
+            head_cls = DeconvHead if config.head.kind == "deconv" else PixelShuffleHead
+            self.decode_head = head_cls(config.backbone.hidden_size, config.head, f"conv_{config.task}")
+
+    @property
+    def trained_grid(self) -> tuple[int, int]:
+        p = self.config.backbone.patch_size
+        return self.config.image_size[0] // p, self.config.image_size[1] // p
+
+    @property
+    def pose_metadata(self) -> PoseMetadata | None:
+        """Keypoint names, flip pairs, skeleton and colours, for 308-keypoint pose models."""
+        heads = self.config.head.num_outputs if self.config.head else 0
+        return pose_metadata() if self.task == "pose" and heads == NUM_KEYPOINTS else None
+
+    @property
+    def seg_metadata(self) -> SegMetadata | None:
+        """Class names, palette and left/right swaps, for 29-class segmentation models."""
+        heads = self.config.head.num_outputs if self.config.head else 0
+        return seg_metadata() if self.task == "seg" and heads == NUM_SEG_CLASSES else None
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        return_class_token: bool = False,
+        feature_layers: tuple[int, ...] = (),
+        normalize_features: bool = True,
+    ) -> Sapiens2Output:
+        """Run the model on ImageNet-normalised `pixel_values` [B, 3, H, W] (H, W multiples of the patch size).
+
+        `feature_layers` picks backbone layers (0 = embeddings, i = block i) to return as [B, D, h, w] maps,
+        passed through the final norm unless `normalize_features` is False.
+        """
+        grid = self.backbone.grid(pixel_values)
+        tokens, kept = self.backbone(pixel_values, keep_layers=tuple(feature_layers))
+        extras: dict = {}
+        if return_class_token:
+            extras["class_token"] = tokens[:, 0]
+        if feature_layers:
+            norm = self.backbone.ln1 if normalize_features else (lambda t: t)
+            extras["feature_maps"] = [self.backbone.to_feature_map(norm(t), grid) for t in kept]
+        if self.task == "pretrain":
+            return PretrainOutput(last_hidden_state=tokens, pooler_output=tokens[:, 0], **extras)
+        features = self.backbone.to_feature_map(tokens, grid)
+        out = self.decode_head(features)
+        if self.task == "pose":
+            return PoseOutput(heatmaps=out, **extras)
+        if self.task == "seg":
+            return SegOutput(logits=out, **extras)
+        if self.task == "normal":
+            return NormalOutput(normals=out, **extras)
+        if self.task == "pointmap":
+            scales = self.decode_head.scale(features, self.trained_grid) if self.decode_head.has_scale else None
+            return PointmapOutput(pointmaps=out, scales=scales, **extras)
+        matte = out.sigmoid()
+        return MattingOutput(alphas=matte[:, 3:], foregrounds=matte[:, :3], **extras)
+
+
+def pose_loss(
+    heatmaps: torch.Tensor,
+    targets: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    loss_weight: float = 1.0,
+) -> torch.Tensor:
+    """Weighted heatmap MSE: `loss_weight * mean((heatmaps - targets)^2 * w)` over every element.
+
+    `weights` may be per keypoint [B, K] (what the target generator produces), [B, K, 1, 1], or anything that
+    broadcasts to the heatmaps. This is the original KeypointMSELoss normalisation (it used loss_weight=10).
+    """
+    err = (heatmaps.float() - targets.float()).square()
+    if weights is not None:
+        w = weights.float()
+        if w.dim() == 2:
+            w = w[:, :, None, None]
+        err = err * w
+    return loss_weight * err.mean()
+
+
+def seg_loss(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = 255) -> torch.Tensor:
+    """Cross-entropy after upsampling logits bilinearly to the label size; `ignore_index` pixels are skipped."""
+    if logits.shape[-2:] != labels.shape[-2:]:
+        logits = F.interpolate(logits, size=labels.shape[-2:], mode="bilinear", align_corners=False)
+    return F.cross_entropy(logits.float(), labels.long(), ignore_index=ignore_index)

@@ -1,0 +1,83 @@
+"""Tiny random Sapiens2 checkpoints in the released layout, for smoke tests and demos without downloads.
+
+The weights are random: the outputs have the right shapes and types but mean nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from .checkpoint import round_trip_periods, split_pretrain_prefix
+from .config import TASK_OUTPUTS, TASKS, BackboneConfig, HeadConfig, ModelConfig, to_transformers_config
+from .sapiens2 import Sapiens2
+
+TINY_BACKBONE = BackboneConfig(hidden_size=64, num_layers=4, num_heads=4, kv_heads=(4, 2, 2, 4), mlp_dim=128)
+
+
+def tiny_config(task: str) -> ModelConfig:
+    """A few-hundred-thousand-parameter model of `task` that still runs at 1024x768."""
+    n = TASK_OUTPUTS.get(task)
+    head = {
+        "pretrain": None,
+        "pose": HeadConfig("deconv", (32, 32), (4, 4), (32,), (1,), n),
+        "seg": HeadConfig("deconv", (16, 16, 8, 8), (4,) * 4, (8,), (1,), n),
+        "normal": HeadConfig("pixel_shuffle", (32, 16, 8, 8), (3,) * 4, (8,), (3,), n),
+        "matting": HeadConfig("pixel_shuffle", (32, 16, 8, 8), (3,) * 4, (8,), (3,), n),
+        "pointmap": HeadConfig(
+            "pixel_shuffle",
+            (32, 16, 8, 8),
+            (3,) * 4,
+            (8,),
+            (3,),
+            n,
+            scale_conv_channels=(32, 16, 8),
+            scale_conv_kernels=(1, 1, 1),
+            scale_hidden=(16, 8),
+            scale_grid=(8, 6),
+        ),  # fmt: skip
+    }[task]
+    return ModelConfig(task, TINY_BACKBONE, head)
+
+
+def random_model(config: ModelConfig, seed: int = 0) -> Sapiens2:
+    """A randomly initialised model; tokens get small random values so they are not all zero."""
+    torch.manual_seed(seed)
+    model = Sapiens2(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("cls_token", "storage_tokens")):
+                p.normal_(std=0.02)
+    return model.eval()
+
+
+def released_state_dict(model: Sapiens2) -> dict[str, torch.Tensor]:
+    """The state_dict as the released files lay it out (pretrain without prefix, RoPE periods included)."""
+    sd = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    b = model.config.backbone
+    sd["backbone.rope_embed.periods"] = round_trip_periods(b.rope_theta, b.head_dim)
+    return split_pretrain_prefix(sd) if model.task == "pretrain" else sd
+
+
+def save_released(model: Sapiens2, folder: Path, name: str, with_config: bool = True) -> Path:
+    """Write `folder/<name>.safetensors` (and config.json) as the hub lays out a release; returns the file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.safetensors"
+    save_file(released_state_dict(model), str(path), metadata={"format": "pt"})
+    if with_config:
+        (folder / "config.json").write_text(json.dumps(to_transformers_config(model.config), indent=2))
+    return path
+
+
+def make_tiny_checkpoints(out_dir: str | Path, tasks: tuple[str, ...] = TASKS, seed: int = 0) -> dict[str, Path]:
+    """One folder per task, `sapiens2-<task>-tiny/`, with config.json and `sapiens2_tiny_<task>.safetensors`."""
+    out = Path(out_dir)
+    folders = {}
+    for i, task in enumerate(tasks):
+        folder = out / f"sapiens2-{task}-tiny"
+        save_released(random_model(tiny_config(task), seed + i), folder, f"sapiens2_tiny_{task}")
+        folders[task] = folder
+    return folders

@@ -1,0 +1,21 @@
+"""Shared test setup: never touch the network; reference models come from transformers (test-only)."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("YOLO_OFFLINE", "1")
+os.environ.setdefault("YOLO_AUTOINSTALL", "0")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """Tiny random checkpoints for every task, in the released layout (config.json + safetensors)."""
+    from sapiens2_stream.models import make_tiny_checkpoints
+
+    out = tmp_path_factory.mktemp("tiny")
+    return make_tiny_checkpoints(out)
