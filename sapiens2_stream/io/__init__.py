@@ -1,0 +1,1 @@
+"""Sources, sinks and drawing."""

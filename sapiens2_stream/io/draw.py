@@ -1,0 +1,71 @@
+"""Drawing on RGB uint8 frames with OpenCV primitives (no fonts to fetch, microseconds per call).
+
+Pose: body, feet and hands as coloured links in the released skeleton colours, face landmarks as dots.
+Seg: the released palette blended over the frame. Boxes: rectangles with track ids.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from ..models.metadata import pose_metadata, seg_metadata
+
+FACE_START = 70  # keypoints 70..307 are face landmarks: drawn as points, not links
+
+
+def _ints(points: np.ndarray) -> np.ndarray:
+    return np.round(np.asarray(points, dtype=np.float64)).astype(np.int64)
+
+
+def draw_pose(
+    frame: np.ndarray,
+    keypoints: np.ndarray,
+    scores: np.ndarray,
+    threshold: float = 0.3,
+    thickness: int | None = None,
+) -> np.ndarray:
+    """Draw one person's 308 keypoints in place; keypoints under `threshold` are skipped. Returns `frame`."""
+    meta = pose_metadata()
+    scale = max(frame.shape[:2]) / 1000
+    thickness = thickness or max(1, round(2 * scale))
+    pts = _ints(keypoints)
+    ok = np.asarray(scores) > threshold
+    for (a, b), color in zip(meta.skeleton, meta.skeleton_colors, strict=True):
+        if ok[a] and ok[b]:
+            cv2.line(frame, tuple(pts[a]), tuple(pts[b]), color, thickness, cv2.LINE_AA)
+    radius = max(1, thickness)
+    for i in np.flatnonzero(ok):
+        r = max(1, radius // 2) if i >= FACE_START else radius + 1
+        cv2.circle(frame, tuple(pts[i]), r, meta.colors[i], -1, cv2.LINE_AA)
+    return frame
+
+
+def palette_image(labels: np.ndarray) -> np.ndarray:
+    """Class labels [H, W] -> RGB colours [H, W, 3] in the released palette."""
+    lut = np.asarray(seg_metadata().palette, dtype=np.uint8)
+    return lut[np.clip(labels, 0, len(lut) - 1)]
+
+
+def draw_seg(frame: np.ndarray, labels: np.ndarray, opacity: float = 0.5) -> np.ndarray:
+    """Blend the palette colours of body-part labels over the frame (background left untouched)."""
+    colours = palette_image(labels)
+    mask = labels > 0
+    blended = cv2.addWeighted(frame, 1 - opacity, colours, opacity, 0)
+    frame[mask] = blended[mask]
+    return frame
+
+
+def draw_box(frame: np.ndarray, box_xywh, label: str | None = None, color=(255, 200, 0)) -> np.ndarray:
+    """A rectangle with an optional label (e.g. the track id) on a filled tab above it."""
+    x, y, w, h = (int(round(v)) for v in box_xywh)
+    thickness = max(1, round(max(frame.shape[:2]) / 500))
+    cv2.rectangle(frame, (x, y), (x + w, y + h), color, thickness, cv2.LINE_AA)
+    if label:
+        font_scale = max(0.4, max(frame.shape[:2]) / 1500)
+        (tw, th), base = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, font_scale, thickness)
+        top = max(0, y - th - base - 2)
+        cv2.rectangle(frame, (x, top), (x + tw + 4, top + th + base + 2), color, -1)
+        cv2.putText(frame, label, (x + 2, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, font_scale, (0, 0, 0), thickness,
+                    cv2.LINE_AA)  # fmt: skip
+    return frame

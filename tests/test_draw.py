@@ -1,0 +1,37 @@
+"""Drawing: the released colours land where the keypoints, parts and boxes are, and nowhere else."""
+
+import numpy as np
+
+from sapiens2_stream.io.draw import draw_box, draw_pose, draw_seg, palette_image
+from sapiens2_stream.models import pose_metadata, seg_metadata
+
+
+def test_pose_drawn_in_released_colours_and_low_scores_skipped():
+    meta = pose_metadata()
+    frame = np.zeros((400, 300, 3), np.uint8)
+    rng = np.random.default_rng(0)
+    keypoints = rng.uniform(20, 280, (308, 2))
+    scores = np.ones(308)
+    scores[0] = 0.1  # nose below threshold
+    keypoints[0] = (10, 390)  # alone in a corner
+    keypoints[5] = (150, 200)  # left shoulder
+    draw_pose(frame, keypoints, scores)
+    assert tuple(frame[200, 150]) == meta.colors[5]
+    assert frame[385:395, 5:15].sum() == 0
+
+
+def test_seg_overlay_uses_palette_and_leaves_background():
+    frame = np.full((50, 60, 3), 100, np.uint8)
+    labels = np.zeros((50, 60), np.int64)
+    labels[10:20, 10:20] = 22  # torso
+    out = draw_seg(frame.copy(), labels, opacity=1.0)
+    assert tuple(out[15, 15]) == seg_metadata().palette[22]
+    assert (out[30:, 30:] == 100).all()
+    assert palette_image(labels)[0, 0].tolist() == list(seg_metadata().palette[0])
+
+
+def test_box_with_label():
+    frame = np.zeros((200, 200, 3), np.uint8)
+    draw_box(frame, (50, 60, 80, 100), label="id 7")
+    assert frame[60:160, 50].any() and frame[100, 100].sum() == 0
+    assert frame[40:60, 50:100].any()  # the label tab above the box

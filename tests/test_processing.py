@@ -1,0 +1,242 @@
+"""Pre- and post-processing against the transformers 5.23.0 Sapiens2ImageProcessor and closed-form oracles."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from sapiens2_stream.models import load_model, pose_metadata, seg_metadata
+from sapiens2_stream.processing import (
+    composite,
+    crop_persons,
+    crop_windows,
+    decode_heatmaps,
+    heatmap_targets,
+    mattes,
+    merge_flip,
+    metric_pointmaps,
+    prepare_frames,
+    resize_labels,
+    seg_labels,
+    unit_normals,
+    with_flipped,
+)
+
+ONE_LEVEL = 1 / (255 * 0.224) + 1e-4  # one 8-bit level after ImageNet normalisation
+
+
+@pytest.fixture(scope="module")
+def processor():
+    from transformers import Sapiens2ImageProcessor
+
+    return Sapiens2ImageProcessor()
+
+
+@pytest.fixture(scope="module")
+def frames():
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, 256, (480, 640, 3), dtype=np.uint8), rng.integers(0, 256, (300, 500, 3), dtype=np.uint8)]
+
+
+BOXES = [[[100.0, 50, 200, 300], [300, 100, 40, 60], [600, 400, 100, 200]], [[10.0, 10, 480, 280]]]
+
+
+def gaussian_heatmaps(n, k=308, h=256, w=192, seed=0):
+    """Smooth single-peak heatmaps at random sub-pixel locations, plus a little noise."""
+    g = torch.Generator().manual_seed(seed)
+    cx, cy = torch.rand(n, k, generator=g) * (w - 1), torch.rand(n, k, generator=g) * (h - 1)
+    yy, xx = torch.meshgrid(torch.arange(h).float(), torch.arange(w).float(), indexing="ij")
+    peak = 0.5 + torch.rand(n, k, 1, 1, generator=g)
+    hm = torch.exp(-((xx - cx[..., None, None]) ** 2 + (yy - cy[..., None, None]) ** 2) / 8) * peak
+    return hm + 0.01 * torch.rand(n, k, h, w, generator=g)
+
+
+def flat(boxes):
+    return [b for image_boxes in boxes for b in image_boxes]
+
+
+def test_crops_match_reference(processor, frames):
+    """Shrinking (bilinear), enlarging (bicubic), partly outside the frame; two frame sizes in one batch."""
+    expected = processor(frames, boxes=BOXES, return_tensors="pt").pixel_values
+    crops = crop_persons(frames, BOXES)
+    assert crops.pixel_values.shape == expected.shape == (4, 3, 1024, 768)
+    assert (crops.pixel_values - expected).abs().max() < 1e-3
+    assert crops.image_index.tolist() == [0, 0, 0, 1]
+    assert torch.equal(crops.boxes, torch.tensor(flat(BOXES)))
+
+
+def test_crops_accept_torch_frames_and_empty_box_lists(frames):
+    as_torch = [torch.from_numpy(f) for f in frames]
+    a = crop_persons(as_torch, [BOXES[0], []])
+    b = crop_persons(frames[:1], BOXES[:1])
+    assert torch.equal(a.pixel_values, b.pixel_values)
+    empty = crop_persons(frames, [[], []])
+    assert empty.pixel_values.shape == (0, 3, 1024, 768) and len(empty) == 0
+
+
+def test_degenerate_boxes_give_finite_crops(frames):
+    crops = crop_persons(frames[:1], [[[50.0, 50, 0, 0], [5000, 5000, 10, 10]]])
+    assert torch.isfinite(crops.pixel_values).all()
+    black = (0 - torch.tensor([0.485, 0.456, 0.406])) / torch.tensor([0.229, 0.224, 0.225])
+    assert torch.allclose(crops.pixel_values[1, :, 500, 400], black, atol=1e-5)  # out of the image: black
+
+
+def test_decode_matches_reference_on_peaked_heatmaps(processor):
+    heatmaps = gaussian_heatmaps(4)
+    ref = processor.post_process_pose_estimation(SimpleNamespace(heatmaps=heatmaps), BOXES)
+    keypoints, scores = decode_heatmaps(heatmaps, flat(BOXES))
+    ref_kp = torch.stack([p["keypoints"] for image in ref for p in image])
+    ref_scores = torch.stack([p["scores"] for image in ref for p in image])
+    assert (keypoints - ref_kp).abs().max() < 0.01
+    assert torch.equal(scores, ref_scores)
+
+
+def test_decode_matches_reference_on_random_model_heatmaps(processor, tiny_dir):
+    """Random weights give flat, multi-modal maps. DARK's Newton step is ill-conditioned where the blurred
+    map has a saddle at the argmax (determinant ~1e-4): there a 1e-6 difference in the blur (the same blur,
+    summed in another order) moves the point. Everywhere else we agree within 0.01 px."""
+    model = load_model(tiny_dir["pose"])
+    with torch.inference_mode():
+        heatmaps = model(torch.randn(4, 3, 1024, 768, generator=torch.Generator().manual_seed(1))).heatmaps
+    ref = processor.post_process_pose_estimation(SimpleNamespace(heatmaps=heatmaps), BOXES)
+    keypoints, scores = decode_heatmaps(heatmaps, flat(BOXES))
+    ref_kp = torch.stack([p["keypoints"] for image in ref for p in image])
+    close = (keypoints - ref_kp).abs().amax(-1) < 0.01
+    assert close.float().mean() > 0.995
+    assert torch.equal(scores, torch.stack([p["scores"] for image in ref for p in image]))
+
+
+def test_targets_then_decode_round_trip():
+    """Known keypoints -> UDP Gaussian targets -> decode -> the same points."""
+    boxes = torch.tensor([[100.0, 50, 200, 300], [300, 100, 40, 60], [0, 0, 700, 300]])
+    centres, sizes = crop_windows(boxes)
+    g = torch.Generator().manual_seed(0)
+    truth = centres[:, None] + (torch.rand(3, 308, 2, generator=g) - 0.5) * sizes[:, None] * 0.9
+    heatmaps, weights = heatmap_targets(torch.cat([truth, torch.ones(3, 308, 1)], -1), boxes)
+    keypoints, scores = decode_heatmaps(heatmaps, boxes)
+    assert weights.all()
+    assert (keypoints - truth).abs().max() < 0.01
+    assert scores.min() > 0.95
+
+
+def test_targets_match_reference():
+    from transformers.models.sapiens2.image_processing_sapiens2 import generate_udp_gaussian_heatmaps
+
+    boxes = torch.tensor([[100.0, 50, 200, 300], [300, 100, 40, 60]])
+    g = torch.Generator().manual_seed(2)
+    kp = torch.cat([torch.rand(2, 308, 2, generator=g) * 500, (torch.rand(2, 308, 1, generator=g) > 0.2).float()], -1)
+    kp[0, :5, :2] = -500  # far outside the crop: weight 0
+    ref_h, ref_w = generate_udp_gaussian_heatmaps([boxes.tolist()], [kp.tolist()], (1024, 768), 4, 6.0)
+    heatmaps, weights = heatmap_targets(kp, boxes)
+    assert (heatmaps - torch.stack(ref_h)).abs().max() < 1e-6
+    assert torch.equal(weights, torch.stack(ref_w)) and weights[0, :5].sum() == 0
+
+
+def test_seg_labels_resized_nearest_invent_no_classes():
+    labels = torch.zeros(1, 64, 48, dtype=torch.long)
+    labels[:, 20:40, 10:30] = 20
+    resized = resize_labels(labels, (101, 77))
+    assert set(resized.unique().tolist()) == {0, 20}
+
+
+# ------------------------------------------------------------------------------------------- full frames, dense
+
+
+@pytest.mark.parametrize("keep_aspect", [False, True])
+def test_prepare_frames_matches_reference(processor, frames, keep_aspect):
+    expected = processor(frames, do_pad=keep_aspect, return_tensors="pt").pixel_values
+    batch = prepare_frames(frames, keep_aspect=keep_aspect)
+    assert (batch.pixel_values - expected).abs().max() <= ONE_LEVEL  # antialiased resize rounding: one level
+    assert batch.source_sizes == [(480, 640), (300, 500)]
+    if keep_aspect:
+        assert batch.content == [(224, 0, 576, 768), (282, 0, 460, 768)]
+
+
+def test_seg_postprocessing_matches_reference(processor, frames):
+    batch = prepare_frames(frames)
+    logits = torch.randn(2, 29, 64, 48)
+    ref = processor.post_process_semantic_segmentation(
+        SimpleNamespace(logits=logits), target_sizes=batch.source_sizes, return_segmentation_scores=True
+    )
+    ours = seg_labels(logits, batch, return_scores=True)
+    for (labels, scores), r in zip(ours, ref, strict=True):
+        assert (scores - r["segmentation_scores"]).abs().max() < 1e-5
+        assert (labels == r["segmentation"]).float().mean() > 0.9999
+
+
+def test_normals_are_unit_and_point_like_reference(processor, frames):
+    batch = prepare_frames(frames, keep_aspect=True)
+    normals = torch.randn(2, 3, 1024, 768)
+    ref = processor.post_process_normal_estimation(SimpleNamespace(normals=normals), source_sizes=batch.source_sizes)
+    ours = unit_normals(normals, batch)
+    for n, r in zip(ours, ref, strict=True):
+        assert n.shape == r["normals"].shape
+        assert torch.allclose(n.norm(dim=0), torch.ones(()), atol=1e-5)  # the reference's are shorter after resize
+        assert (n - F.normalize(r["normals"], dim=0, eps=1e-8)).abs().max() < 1e-4
+
+
+def test_pointmaps_match_reference(processor, frames):
+    batch = prepare_frames(frames, keep_aspect=True)
+    out = SimpleNamespace(pointmaps=torch.randn(2, 3, 1024, 768), scales=torch.rand(2, 1) + 0.5)
+    ref = processor.post_process_pointmap_estimation(out, source_sizes=batch.source_sizes)
+    for ours, r in zip(metric_pointmaps(out.pointmaps, out.scales, batch), ref, strict=True):
+        assert (ours - r["pointmap"]).abs().max() < 1e-4
+
+
+def test_matting_composite_matches_reference_and_closed_form(processor, frames):
+    batch = prepare_frames(frames[:1])
+    g = torch.Generator().manual_seed(0)
+    alpha = torch.rand(1, 1, 1024, 768, generator=g)
+    fg = alpha * torch.rand(1, 3, 1024, 768, generator=g)  # premultiplied
+    background = np.full((480, 640, 3), (0, 177, 64), dtype=np.uint8)
+    ref = processor.post_process_image_matting(
+        SimpleNamespace(alphas=alpha, foregrounds=fg), target_sizes=[(480, 640)], backgrounds=[background]
+    )[0]["composite"]
+    ((a, f),) = mattes(alpha, fg, batch)
+    ours = composite(a, f, (0, 177, 64))
+    assert (ours.permute(2, 0, 1).int() - ref.int()).abs().max() <= 1
+    # closed form: opaque -> foreground, transparent -> background
+    ones, zeros = torch.ones(1, 4, 4), torch.zeros(1, 4, 4)
+    red = torch.tensor([1.0, 0, 0]).view(3, 1, 1).expand(3, 4, 4)
+    assert composite(ones, red, (0, 0, 255))[0, 0].tolist() == [255, 0, 0]
+    assert composite(zeros, 0 * red, (0, 0, 255))[0, 0].tolist() == [0, 0, 255]
+    blurred = composite(torch.zeros(1, 480, 640), torch.zeros(3, 480, 640), "blur", frame=frames[0])
+    assert blurred.shape == (480, 640, 3) and blurred.float().std() < torch.from_numpy(frames[0]).float().std()
+
+
+# -------------------------------------------------------------------------------------------------- flip TTA
+
+
+def test_pose_flip_tta_matches_reference_flip_pairs(tiny_dir):
+    """Our one-forward-of-2N TTA equals the reference's two forwards with flip_pairs, averaged."""
+    from tests.reference import reference_model
+
+    ref = reference_model("pose")
+    ours = load_model(ref.state_dict())
+    x = torch.randn(2, 3, 64, 48)
+    pairs = torch.tensor(pose_metadata().flip_pairs)
+    with torch.inference_mode():
+        expected = (ref(x).heatmaps + ref(x.flip(-1), flip_pairs=pairs).heatmaps) / 2
+        merged = merge_flip(ours(with_flipped(x)).heatmaps, "channels", pose_metadata().flip_indices)
+    assert (merged - expected).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize(
+    "task,field,kind",
+    [("pose", "heatmaps", "channels"), ("seg", "logits", "channels"), ("normal", "normals", "vectors"),
+     ("pointmap", "pointmaps", "vectors"), ("pointmap", "scales", "scalar"), ("matting", "alphas", "channels")],
+)  # fmt: skip
+def test_mirrored_input_gives_mirrored_channel_swapped_output(tiny_dir, task, field, kind):
+    """TTA is equivariant: TTA(mirror(x)) == unflip(TTA(x)), channels swapped left/right."""
+    from sapiens2_stream.processing.flip import unflip_channels, unflip_vectors
+
+    model = load_model(tiny_dir[task])
+    order = {"pose": pose_metadata().flip_indices, "seg": seg_metadata().flip_indices}.get(task)
+    x = torch.randn(1, 3, 256, 192, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        tta = merge_flip(getattr(model(with_flipped(x)), field), kind, order)
+        tta_mirrored = merge_flip(getattr(model(with_flipped(x.flip(-1))), field), kind, order)
+    expected = {"channels": lambda t: unflip_channels(t, order), "vectors": unflip_vectors, "scalar": lambda t: t}
+    assert (tta_mirrored - expected[kind](tta)).abs().max() < 1e-4
