@@ -1,15 +1,104 @@
-"""The `sapiens2-stream` command line.
+"""The `sapiens2-stream` command line: run | validate | demo | models.
 
-Errors a user can cause print one line and exit 2 (usage, configuration) or 1 (runtime); `--debug` shows the
-traceback instead.
+Exit codes: 0 done, 2 usage or configuration error, 1 runtime failure, 130 interrupted before starting.
+Errors print one line; `--debug` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import tempfile
+from pathlib import Path
 
 from .errors import Sapiens2StreamError
+
+EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG = 0, 1, 2
+
+
+class RuntimeFailure(Exception):
+    """Wraps an error raised after the pipeline started, so it exits 1 rather than 2."""
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", help="input: video file, rtsp://..., webcam:0, lavfi:..., image folder or glob")
+    p.add_argument("--output", help="output folder (outputs.dir)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a YAML key, e.g. runtime.device=cpu"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar or status line")
+
+
+def run_pipeline(config, progress: bool, append: bool = False) -> dict:
+    from .runtime.pipeline import Pipeline
+    from .runtime.progress import Progress, format_summary
+
+    pipeline = Pipeline(config, append=append)  # configuration errors surface here (exit 2)
+    bar = Progress(pipeline.source.total_frames, pipeline.source.live, enabled=progress)
+    pipeline.on_result = bar
+    try:
+        summary = pipeline.run()
+    except Sapiens2StreamError as e:
+        raise RuntimeFailure(str(e)) from e
+    finally:
+        bar.close()
+    print(format_summary(summary), file=sys.stderr)
+    out = Path(config.outputs.dir)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(f"outputs in {out}/", file=sys.stderr)
+    return summary
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .config import load_config
+
+    config = load_config(args.pipeline, args.set, args.source, args.output)
+    summary = run_pipeline(config, not args.no_progress)
+    return 130 if summary["interrupted"] and summary["frames_out"] == 0 else EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .config import load_config
+
+    config = load_config(args.pipeline, args.set, args.source, args.output)
+    models = ", ".join(f"{k}={v.source}" for k, v in config.enabled_models().items())
+    print(f"{args.pipeline}: ok (source {config.source.uri}; models {models}; detector {config.detector.type})")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The whole pipeline offline: generated clip, tiny random checkpoints, fixed boxes or a random YOLO."""
+    from .config import PipelineConfig, from_dict
+    from .io.synthetic import figure_box, make_clip
+    from .models import make_tiny_checkpoints
+
+    out = Path(args.output)
+    work = Path(tempfile.mkdtemp(prefix="sapiens2-demo-"))
+    source = args.source
+    size = (240, 320)
+    frames = args.max_frames or 30
+    if source is None:
+        source = str(out / "demo_input.mp4")
+        make_clip(source, frames=frames, size=size, people=2)
+    models = make_tiny_checkpoints(work / "models", ("pose", "seg"))
+    detector = {"type": "yolo", "weights": "yolo11n.yaml", "conf": 0.01} if args.detector == "yolo" else {
+        "type": "fixed", "boxes": [figure_box(frames // 2, frames, size, p).tolist() for p in range(2)],
+    }  # fmt: skip
+    if args.detector == "full_frame":
+        detector = {"type": "full_frame"}
+    config = from_dict(PipelineConfig, {
+        "name": "demo",
+        "source": {"uri": source, "max_frames": args.max_frames},
+        "detector": detector,
+        "models": {task: {"source": str(models[task]), "input_size": [512, 384]} for task in ("pose", "seg")},
+        "outputs": {"dir": str(out), "video": {"draw": ["seg", "boxes", "pose"]}, "tracks": {"enabled": True}},
+        "runtime": {"device": args.device},
+    })  # fmt: skip
+    print("demo: the Sapiens2 weights are RANDOM (tiny checkpoints made just now): the pipeline, batching, "
+          "tracking and outputs are real, the keypoints and body parts are noise.", file=sys.stderr)  # fmt: skip
+    run_pipeline(config, not args.no_progress)
+    return EXIT_OK
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -21,20 +110,43 @@ def cmd_models(args: argparse.Namespace) -> int:
         for task, folder in make_tiny_checkpoints(args.dir).items():
             print(f"{task:9s} {folder}")
         print("These weights are random: outputs have the right shapes and mean nothing.")
-        return 0
+        return EXIT_OK
     print(f"{'size':6s} {'hidden':>6s} {'layers':>6s} {'heads':>5s} {'mlp':>6s}  hub ids")
     for size, (d, layers, heads, mlp) in SIZES.items():
         tasks = [t for t in TASKS if t == "pretrain" or size != "0.1b"]
         tasks = [t for t in tasks if t != "matting"] + (["matting"] if size == "1b" else [])
         print(f"{size:6s} {d:6d} {layers:6d} {heads:5d} {mlp:6d}  " + ", ".join(hub_id(t, size) for t in tasks))
     print("Weights: Sapiens2 licence (no surveillance or biometric uses). Load any of them with load_model(id).")
-    return 0
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sapiens2-stream", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="sapiens2-stream", description="Sapiens2 on video: files, RTSP cameras, webcams."
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a pipeline YAML")
+    run.add_argument("pipeline", help="pipeline YAML (see pipelines/)")
+    add_run_options(run)
+    run.set_defaults(func=cmd_run)
+
+    validate = sub.add_parser("validate", help="check a pipeline YAML without running it")
+    validate.add_argument("pipeline")
+    add_run_options(validate)
+    validate.set_defaults(func=cmd_validate)
+
+    demo = sub.add_parser("demo", help="the whole pipeline on a generated clip with tiny random checkpoints")
+    demo.add_argument("--source", help="input instead of the generated clip")
+    demo.add_argument("--output", default="demo-out", help="output folder (default demo-out)")
+    demo.add_argument("--max-frames", type=int, default=None, help="stop after N frames (default: 30 generated)")
+    demo.add_argument("--detector", choices=["fixed", "yolo", "full_frame"], default="fixed",
+                      help="fixed boxes (default), a random-init YOLO, or the full frame")  # fmt: skip
+    demo.add_argument("--device", default="auto")
+    demo.add_argument("--no-progress", action="store_true")
+    demo.set_defaults(func=cmd_demo)
+
     models = sub.add_parser("models", help="list model sizes and hub ids; make tiny random checkpoints")
     models_sub = models.add_subparsers(dest="models_cmd")
     tiny = models_sub.add_parser("make-tiny", help="write tiny random checkpoints for every task")
@@ -48,14 +160,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except RuntimeFailure as e:
+        if args.debug:
+            raise
+        print(f"sapiens2-stream: error: {e}", file=sys.stderr)
+        return EXIT_RUNTIME
     except Sapiens2StreamError as e:
         if args.debug:
             raise
         print(f"sapiens2-stream: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     except KeyboardInterrupt:
         print("sapiens2-stream: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug or an environment failure: one line, the traceback with --debug
+        if args.debug:
+            raise
+        print(
+            f"sapiens2-stream: unexpected {type(e).__name__}: {e} (run with --debug for the traceback)", file=sys.stderr
+        )
+        return EXIT_RUNTIME
 
 
 if __name__ == "__main__":

@@ -1,0 +1,344 @@
+"""The pipeline YAML: schema, loading, overrides and error messages that name the key and the fix.
+
+The schema is the dataclasses below; `from_dict` checks a parsed YAML mapping against them generically
+(unknown keys with a did-you-mean, wrong types, values outside their choices, missing required fields).
+YAML is read with the safe loader only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from .errors import Sapiens2StreamError
+
+
+@dataclass
+class ReconnectConfig:
+    initial_s: float = 0.5  # first wait after a drop
+    max_s: float = 10.0  # waits double up to this
+    give_up_s: float | None = None  # stop after this long without frames (None: never)
+
+
+@dataclass
+class SourceConfig:
+    uri: str = ""  # video file, rtsp://..., webcam:0, lavfi:testsrc2=..., a folder or glob of images
+    kind: Literal["auto", "file", "stream", "webcam", "images", "lavfi"] = "auto"
+    width: int | None = None  # webcam capture size
+    height: int | None = None
+    fps: float | None = None  # webcam capture rate; the timestamp rate of image folders (default 30)
+    timeout_s: float = 5.0  # open and read timeout for streams
+    transport: Literal["tcp", "udp"] = "tcp"
+    reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
+    max_frames: int | None = None  # stop after this many frames
+    start_frame: int = 0  # skip frames before this index (used by --resume)
+
+
+@dataclass
+class DetectorConfig:
+    type: Literal["yolo", "fixed", "full_frame"] = "yolo"
+    weights: str = "yolo11n.pt"  # a local .pt or a model .yaml (random init) for ultralytics
+    conf: float = 0.3
+    iou: float = 0.5
+    min_size: float = 8.0  # drop boxes whose shorter side is under this many pixels
+    max_people: int = 20
+    every: int = 1  # detect every N frames; the tracker carries boxes in between
+    imgsz: int = 640
+    boxes: list[list[float]] = field(default_factory=list)  # fixed: COCO xywh boxes
+
+
+@dataclass
+class TrackerConfig:
+    iou: float = 0.3  # minimum IoU to match a detection to a track
+    high_score: float = 0.5  # detections above this are matched first (ByteTrack)
+    max_lost_s: float = 1.0  # keep unmatched tracks this long (short occlusions)
+    min_hits: int = 1  # report a track after this many matches
+
+
+@dataclass
+class ModelConfig:
+    source: str = ""  # hub id, folder or .safetensors file
+    flip: Literal["on", "off", "auto"] = "auto"  # flip TTA; auto turns it off when a live source falls behind
+    max_batch: int = 8  # crops (pose) or frames (dense tasks) per forward
+    input_size: list[int] = field(default_factory=lambda: [1024, 768])  # model input (height, width), multiples of 16
+
+
+@dataclass
+class ModelsConfig:
+    pose: ModelConfig | None = None
+    seg: ModelConfig | None = None
+    matting: ModelConfig | None = None
+    normal: ModelConfig | None = None
+    pointmap: ModelConfig | None = None
+
+
+@dataclass
+class SmoothingConfig:
+    method: Literal["none", "kalman", "rts", "one_euro"] = "kalman"
+    params: dict[str, float] = field(default_factory=dict)
+    min_score: float = 0.3  # keypoints below this predict only
+
+
+@dataclass
+class RuntimeConfig:
+    device: str = "auto"  # auto, cpu, cuda, cuda:1
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    max_wait_ms: float = 20.0  # how long the batcher waits to fill a batch
+    max_frames_per_batch: int = 4
+    queue_size: int = 8
+    policy: Literal["auto", "block", "latest", "drop_oldest"] = "auto"  # auto: block for files, latest for live
+    max_frame_age_s: float = 1.0  # live: frames older than this are dropped before inference
+    threads: int | None = None  # torch CPU threads
+
+
+@dataclass
+class VideoOutput:
+    enabled: bool = True
+    name: str = "annotated.mp4"
+    draw: list[Literal["pose", "seg", "boxes", "matting"]] = field(default_factory=lambda: ["pose", "boxes"])
+    keypoint_threshold: float = 0.3
+    crf: int = 23
+    preset: str = "veryfast"
+    copy_audio: bool = True
+
+
+@dataclass
+class JsonlOutput:
+    enabled: bool = True
+    name: str = "results.jsonl"
+
+
+@dataclass
+class TracksOutput:
+    enabled: bool = False
+    formats: list[Literal["npz", "parquet", "trc"]] = field(default_factory=lambda: ["npz"])
+
+
+@dataclass
+class MattingOutput:
+    composite: bool = True
+    background: Any = (0, 177, 64)  # [r, g, b], an image path, or "blur"
+    composite_name: str = "composite.mp4"
+    alpha: bool = False
+    alpha_name: str = "alpha.mp4"
+
+
+@dataclass
+class OutputsConfig:
+    dir: str = "out"
+    video: VideoOutput = field(default_factory=VideoOutput)
+    jsonl: JsonlOutput = field(default_factory=JsonlOutput)
+    tracks: TracksOutput = field(default_factory=TracksOutput)
+    matting: MattingOutput = field(default_factory=MattingOutput)
+    display: bool = False
+
+
+@dataclass
+class PipelineConfig:
+    source: SourceConfig = field(default_factory=SourceConfig)
+    detector: DetectorConfig = field(default_factory=DetectorConfig)
+    tracker: TrackerConfig = field(default_factory=TrackerConfig)
+    models: ModelsConfig = field(default_factory=ModelsConfig)
+    smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    outputs: OutputsConfig = field(default_factory=OutputsConfig)
+    name: str = "pipeline"
+
+    def enabled_models(self) -> dict[str, ModelConfig]:
+        return {k: v for k, v in vars(self.models).items() if v is not None}
+
+
+# ---------------------------------------------------------------------------------------------- validation
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is list:
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    if origin is dict:
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}.get(
+        tp, str(tp)
+    )
+
+
+def _convert(value: Any, tp: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None and len(options) < len(typing.get_args(tp)):
+            return None
+        if len(options) == 1:
+            return _convert(value, options[0], path)
+        for option in options:
+            try:
+                return _convert(value, option, path)
+            except Sapiens2StreamError:
+                continue
+        raise Sapiens2StreamError(f"{path} must be {_type_name(tp)}, got {value!r}")
+    if tp is type(None):
+        if value is None:
+            return None
+    elif origin is Literal:
+        choices = typing.get_args(tp)
+        if isinstance(value, bool) and {"on", "off"} <= set(choices):
+            return "on" if value else "off"  # YAML 1.1 reads a bare on/off as a boolean
+        if value in choices and not isinstance(value, bool):
+            return value
+    elif dataclasses.is_dataclass(tp):
+        if isinstance(value, dict):
+            return from_dict(tp, value, path)
+    elif origin is list:
+        if isinstance(value, (list, tuple)):
+            (item,) = typing.get_args(tp)
+            return [_convert(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
+    elif origin is dict:
+        if isinstance(value, dict):
+            _, item = typing.get_args(tp)
+            return {str(k): _convert(v, item, f"{path}.{k}") for k, v in value.items()}
+    elif tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise Sapiens2StreamError(f"{path} must be {_type_name(tp)}, got {value!r}")
+
+
+def from_dict(cls: type, data: dict, path: str = "") -> Any:
+    """Build dataclass `cls` from a mapping, naming the exact key and the fix for anything wrong."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(fields)})"
+            raise Sapiens2StreamError(f"unknown key '{where}'{hint}")
+        kwargs[key] = _convert(value, hints[key], where)
+    return cls(**kwargs)
+
+
+def parse_yaml(text: str, origin: str) -> dict:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise Sapiens2StreamError(f"{origin}: invalid YAML{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise Sapiens2StreamError(f"{origin}: the top level must be a mapping of sections (source:, models:, ...)")
+    return data
+
+
+def set_dotted(data: dict, assignment: str) -> None:
+    """Apply `a.b.c=value` (value parsed as YAML) to a nested mapping."""
+    if "=" not in assignment:
+        raise Sapiens2StreamError(f"--set {assignment!r}: expected KEY=VALUE, e.g. runtime.device=cpu")
+    key, raw = assignment.split("=", 1)
+    value = parse_yaml(f"v: {raw}", f"--set {key}")["v"] if raw.strip() else None
+    node = data
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise Sapiens2StreamError(f"--set {key}: '{part}' is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def load_config(
+    path: str | Path | None,
+    overrides: list[str] = (),
+    source: str | None = None,
+    output: str | None = None,
+) -> PipelineConfig:
+    """Read and validate a pipeline YAML, then apply --set overrides and --source / --output."""
+    data: dict = {}
+    origin = "configuration"
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise Sapiens2StreamError(f"{path}: no such pipeline file (see the ready ones in pipelines/)")
+        data = parse_yaml(p.read_text(), str(path))
+        origin = str(path)
+    for assignment in overrides:
+        set_dotted(data, assignment)
+    for section, key, value in (("source", "uri", source), ("outputs", "dir", output)):
+        if value is not None:
+            node = data.setdefault(section, {})
+            if not isinstance(node, dict):
+                raise Sapiens2StreamError(f"{origin}: {section} must be a mapping")
+            node[key] = value
+    try:
+        config = from_dict(PipelineConfig, data)
+    except Sapiens2StreamError as e:
+        raise Sapiens2StreamError(f"{origin}: {e}") from None
+    check_config(config, origin)
+    return config
+
+
+def check_config(config: PipelineConfig, origin: str) -> None:
+    """Checks across fields that the types alone cannot express."""
+
+    def fail(message: str) -> None:
+        raise Sapiens2StreamError(f"{origin}: {message}")
+
+    if not config.source.uri:
+        fail("source.uri is missing: give a video file, rtsp://..., webcam:0 or a folder (or pass --source)")
+    if not config.enabled_models():
+        fail("models: enable at least one of pose, seg, matting, normal, pointmap (each with a source:)")
+    for name, model in config.enabled_models().items():
+        if not model.source:
+            fail(f"models.{name}.source is missing: a hub id, a folder or a .safetensors file")
+        if model.max_batch < 1:
+            fail(f"models.{name}.max_batch must be at least 1")
+        if len(model.input_size) != 2 or any(v < 16 or v % 16 for v in model.input_size):
+            fail(f"models.{name}.input_size must be [height, width], multiples of 16 (released models: [1024, 768])")
+    if config.detector.type == "fixed":
+        if not config.detector.boxes:
+            fail("detector.boxes is empty: a fixed detector needs at least one [x, y, w, h] box")
+        for i, box in enumerate(config.detector.boxes):
+            if len(box) != 4:
+                fail(f"detector.boxes[{i}] must be [x, y, w, h], got {box}")
+    if config.detector.every < 1:
+        fail("detector.every must be at least 1")
+    if not 0 <= config.detector.conf <= 1:
+        fail("detector.conf must be between 0 and 1")
+    if config.runtime.queue_size < 1 or config.runtime.max_frames_per_batch < 1:
+        fail("runtime.queue_size and runtime.max_frames_per_batch must be at least 1")
+    bg = config.outputs.matting.background
+    ok_bg = bg == "blur" or (isinstance(bg, (list, tuple)) and len(bg) == 3) or isinstance(bg, str)
+    if not ok_bg:
+        fail('outputs.matting.background must be [r, g, b], an image path or "blur"')
+    if "matting" in config.outputs.video.draw and config.models.matting is None:
+        fail("outputs.video.draw lists matting but models.matting is not enabled")
+    if "seg" in config.outputs.video.draw and config.models.seg is None:
+        fail("outputs.video.draw lists seg but models.seg is not enabled")

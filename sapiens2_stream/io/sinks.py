@@ -1,0 +1,187 @@
+"""Result sinks, several at once: annotated video, JSONL per frame, per-track exports, matting videos, display.
+
+Every sink writes as results arrive and finishes its file on `close`, so an interrupted run keeps a playable
+video and complete JSON lines (each line is written whole and flushed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+
+from ..config import PipelineConfig
+from ..errors import Sapiens2StreamError
+from ..processing.dense import composite
+from .draw import draw_box, draw_pose, draw_seg
+from .video import VideoWriter, copy_audio
+
+
+class Sink:
+    def write(self, result) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Finish the output; called once, also after an interruption."""
+
+
+def _round(a: np.ndarray | None, digits: int = 2) -> list | None:
+    return None if a is None else np.round(np.asarray(a, np.float64), digits).tolist()
+
+
+class JsonlSink(Sink):
+    """One JSON object per frame: source, frame index, pts, and per person the track, box and keypoints."""
+
+    def __init__(self, path: Path, source_id: str, model_ids: dict[str, str], append: bool = False) -> None:
+        self.path = path
+        self.file = open(path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        self.source_id = source_id
+        self.model_ids = model_ids
+
+    def record(self, result) -> dict:
+        frame = result.frame
+        rec = {
+            "source": self.source_id, "frame": frame.index, "pts": round(frame.pts_s, 6),
+            "wall": round(frame.wall_s, 3), "models": self.model_ids, "flip": result.flip,
+            "people": [
+                {
+                    "track_id": p.track_id, "box": _round(p.box), "score": round(float(p.score), 4),
+                    "keypoints": _round(p.keypoints), "keypoint_scores": _round(p.keypoint_scores, 4),
+                    "keypoints_smoothed": _round(p.smoothed),
+                }
+                for p in result.people
+            ],
+        }  # fmt: skip
+        if result.seg is not None:
+            counts = np.bincount(result.seg.ravel(), minlength=29)
+            rec["seg_pixels"] = {int(c): int(n) for c, n in enumerate(counts) if n}
+        return rec
+
+    def write(self, result) -> None:
+        self.file.write(json.dumps(self.record(result), separators=(",", ":")) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def annotate(result, draw: list[str], threshold: float) -> np.ndarray:
+    """The frame with the requested layers drawn: seg overlay, matting composite, boxes with ids, skeletons."""
+    img = result.frame.rgb.copy()
+    if "seg" in draw and result.seg is not None:
+        draw_seg(img, result.seg)
+    if "matting" in draw and result.alpha is not None:
+        img = matte_composite(result, (0, 177, 64))
+    for p in result.people:
+        if "boxes" in draw:
+            draw_box(img, p.box, f"id {p.track_id}")
+        kp = p.smoothed if p.smoothed is not None else p.keypoints
+        if "pose" in draw and kp is not None:
+            draw_pose(img, kp, p.keypoint_scores, threshold)
+    return img
+
+
+def matte_composite(result, background) -> np.ndarray:
+    alpha = torch.from_numpy(result.alpha)[None]
+    fg = torch.from_numpy(result.foreground).permute(2, 0, 1)
+    return composite(alpha, fg, background, frame=result.frame.rgb).numpy()
+
+
+class VideoSink(Sink):
+    def __init__(self, path: Path, fps: float | None, cfg, audio_source: str | None) -> None:
+        self.writer = VideoWriter(path, fps, cfg.crf, cfg.preset)
+        self.cfg = cfg
+        self.audio_source = audio_source if cfg.copy_audio else None
+        self.last_pts: float | None = None
+
+    def write(self, result) -> None:
+        self.writer.write(annotate(result, self.cfg.draw, self.cfg.keypoint_threshold), result.frame.pts_s)
+        self.last_pts = result.frame.pts_s
+
+    def close(self) -> None:
+        self.writer.close()
+        if self.audio_source and self.writer.frames:
+            copy_audio(self.writer.path, self.audio_source, end_s=self.last_pts)
+
+
+def matting_background(background):
+    """The configured background: an (r, g, b) colour, "blur", or an image file read once."""
+    if isinstance(background, str) and background != "blur":
+        img = cv2.imread(background, cv2.IMREAD_COLOR)
+        if img is None:
+            raise Sapiens2StreamError(f"outputs.matting.background: cannot read image {background!r}")
+        return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    return tuple(background) if isinstance(background, (list, tuple)) else background
+
+
+class MattingSink(Sink):
+    """Composite video over a colour, an image or a blur of the frame, and optionally the alpha as a video."""
+
+    def __init__(self, out_dir: Path, fps: float | None, cfg, video_cfg) -> None:
+        self.background = matting_background(cfg.background)
+        make = lambda name: VideoWriter(out_dir / name, fps, video_cfg.crf, video_cfg.preset)  # noqa: E731
+        self.composite = make(cfg.composite_name) if cfg.composite else None
+        self.alpha = make(cfg.alpha_name) if cfg.alpha else None
+
+    def write(self, result) -> None:
+        if result.alpha is None:
+            return
+        if self.composite is not None:
+            self.composite.write(matte_composite(result, self.background), result.frame.pts_s)
+        if self.alpha is not None:
+            gray = (np.clip(result.alpha, 0, 1) * 255 + 0.5).astype(np.uint8)
+            self.alpha.write(np.repeat(gray[..., None], 3, axis=2), result.frame.pts_s)
+
+    def close(self) -> None:
+        for writer in (self.composite, self.alpha):
+            if writer is not None:
+                writer.close()
+
+
+class DisplaySink(Sink):
+    """A window showing each result as `render` draws it (webcams); pressing q stops the run."""
+
+    def __init__(self, render, on_quit) -> None:
+        self.render = render
+        self.on_quit = on_quit
+        if os.name == "posix" and not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+            raise Sapiens2StreamError("outputs.display is on but there is no display (DISPLAY is unset); turn it off")
+
+    def write(self, result) -> None:
+        cv2.imshow("sapiens2-stream", cv2.cvtColor(self.render(result), cv2.COLOR_RGB2BGR))
+        if cv2.waitKey(1) & 0xFF == ord("q"):
+            self.on_quit()
+
+    def close(self) -> None:
+        cv2.destroyAllWindows()
+
+
+def make_sinks(cfg: PipelineConfig, source, on_quit, append: bool = False) -> list[Sink]:
+    """The sinks the configuration asks for, writing under outputs.dir."""
+    from ..track.export import TrackSink
+
+    out = Path(cfg.outputs.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    o = cfg.outputs
+    model_ids = {task: m.source for task, m in cfg.enabled_models().items()}
+    sinks: list[Sink] = []
+    if o.jsonl.enabled:
+        sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append))
+    if o.video.enabled:
+        sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path))
+    if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
+        sinks.append(MattingSink(out, source.fps, o.matting, o.video))
+    if o.tracks.enabled:
+        sinks.append(TrackSink(out / "tracks", o.tracks.formats, cfg.smoothing))
+    if o.display:
+        if cfg.models.matting is not None:
+            background = matting_background(o.matting.background)
+            render = lambda r: matte_composite(r, background) if r.alpha is not None else r.frame.rgb  # noqa: E731
+        else:
+            render = lambda r: annotate(r, o.video.draw, o.video.keypoint_threshold)  # noqa: E731
+        sinks.append(DisplaySink(render, on_quit))
+    return sinks

@@ -1,0 +1,289 @@
+"""Frame sources through PyAV: video files, RTSP/RTMP/HTTP streams, webcams, lavfi test sources, image folders.
+
+Every frame keeps its index, its presentation time in seconds and the wall time it arrived. Live sources
+(streams, webcams) reconnect with exponential backoff: a dropped camera is a gap, counted, not a crash.
+Their timestamps stay monotonic across reconnects (wall-clock offset per connection).
+"""
+
+from __future__ import annotations
+
+import glob
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+
+from ..config import SourceConfig
+from ..errors import Sapiens2StreamError
+
+STREAM_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://", "udp://", "tcp://", "srt://")
+JUMP_S = 2.0  # a live timestamp step outside (0, JUMP_S) seconds is a clock jump, not time passing
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+
+
+@dataclass
+class Frame:
+    index: int
+    pts_s: float
+    wall_s: float
+    rgb: np.ndarray  # HxWx3 uint8 RGB
+
+
+@dataclass
+class SourceStats:
+    frames: int = 0
+    reconnects: int = 0
+    gaps_s: float = 0.0  # total time without frames between a drop and the next frame
+    corrupt: int = 0  # packets or images that could not be decoded and were skipped
+    events: list[str] = field(default_factory=list)
+
+
+def resolve_kind(uri: str) -> str:
+    if uri.startswith(STREAM_SCHEMES):
+        return "stream"
+    if uri.startswith(("webcam:", "/dev/video")) or uri.isdigit():
+        return "webcam"
+    if uri.startswith("lavfi:"):
+        return "lavfi"
+    if any(c in uri for c in "*?[") or Path(uri).is_dir():
+        return "images"
+    return "file"
+
+
+def webcam_input(
+    device: str, platform: str = sys.platform, width: int | None = None, height: int | None = None,
+    fps: float | None = None,
+) -> tuple[str, str, dict[str, str]]:  # fmt: skip
+    """(file, format, options) to open a webcam with FFmpeg on this platform.
+
+    `device` is an index ("0"), a path (/dev/video2) or a name (Windows dshow: "Integrated Camera").
+    """
+    device = device.removeprefix("webcam:") or "0"
+    options: dict[str, str] = {}
+    if width and height:
+        options["video_size"] = f"{width}x{height}"
+    if fps:
+        options["framerate"] = f"{fps:g}"
+    if platform.startswith("linux"):
+        return (f"/dev/video{device}" if device.isdigit() else device), "v4l2", options
+    if platform == "darwin":
+        options.setdefault("framerate", "30")  # avfoundation refuses to open without a rate
+        return (f"{device}:none" if device.isdigit() else device), "avfoundation", options
+    if platform.startswith("win"):
+        return f"video={device}", "dshow", options
+    raise Sapiens2StreamError(f"webcams are not supported on {platform}; use a stream URL or a file")
+
+
+def image_paths(uri: str) -> list[Path]:
+    p = Path(uri)
+    if p.is_dir():
+        paths = [q for q in p.iterdir() if q.suffix.lower() in IMAGE_SUFFIXES]
+    else:
+        paths = [Path(q) for q in glob.glob(uri)]
+    if not paths:
+        raise Sapiens2StreamError(f"{uri}: no images found (expected {', '.join(IMAGE_SUFFIXES)})")
+    return sorted(paths)
+
+
+def read_image(path: Path) -> np.ndarray | None:
+    """An image file as HxWx3 uint8 RGB (grayscale, alpha and 16-bit converted), or None if unreadable."""
+    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if img is None:
+        return None
+    if img.dtype == np.uint16:
+        img = (img / 257).round().astype(np.uint8)
+    if img.ndim == 2:
+        return cv2.cvtColor(img, cv2.COLOR_GRAY2RGB)
+    if img.shape[2] == 4:
+        return cv2.cvtColor(img, cv2.COLOR_BGRA2RGB)
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+class Source:
+    """Iterate frames from one configured input. `live` sources may drop frames; files never do."""
+
+    def __init__(self, cfg: SourceConfig) -> None:
+        self.cfg = cfg
+        self.kind = cfg.kind if cfg.kind != "auto" else resolve_kind(cfg.uri)
+        self.live = self.kind in ("stream", "webcam", "lavfi")
+        self.stats = SourceStats()
+        self.total_frames: int | None = None
+        self.fps: float | None = None
+        self.size: tuple[int, int] | None = None  # (height, width) of the first frame
+        self.audio_path: str | None = None  # a file whose audio the video sink can copy
+        self._paths: list[Path] = []
+        if self.kind == "file":
+            self._probe_file()
+        elif self.kind == "images":
+            self._paths = image_paths(cfg.uri)
+            self.total_frames = len(self._paths)
+            self.fps = cfg.fps or 30.0
+        if self.total_frames is not None and cfg.max_frames is not None:
+            self.total_frames = min(self.total_frames, cfg.max_frames)
+
+    @property
+    def source_id(self) -> str:
+        return self.cfg.uri
+
+    # ------------------------------------------------------------------------------------------- opening
+
+    def _open(self) -> av.container.InputContainer:
+        cfg = self.cfg
+        options: dict[str, str] = {}
+        fmt = None
+        target = cfg.uri
+        if self.kind == "stream":
+            if cfg.uri.startswith(("rtsp://", "rtsps://")):
+                options["rtsp_transport"] = cfg.transport
+        elif self.kind == "webcam":
+            target, fmt, options = webcam_input(cfg.uri, width=cfg.width, height=cfg.height, fps=cfg.fps)
+        elif self.kind == "lavfi":
+            target, fmt = cfg.uri.removeprefix("lavfi:"), "lavfi"
+        timeout = (cfg.timeout_s, cfg.timeout_s) if self.live else None
+        try:
+            return av.open(target, format=fmt, options=options, timeout=timeout)
+        except FileNotFoundError:
+            raise Sapiens2StreamError(f"{cfg.uri}: no such file") from None
+        except (av.FFmpegError, OSError) as e:
+            raise Sapiens2StreamError(f"{cfg.uri}: cannot open ({_reason(e)})") from None
+
+    def _probe_file(self) -> None:
+        path = Path(self.cfg.uri)
+        if not path.exists():
+            raise Sapiens2StreamError(f"{self.cfg.uri}: no such file")
+        if path.stat().st_size == 0:
+            raise Sapiens2StreamError(f"{self.cfg.uri}: the file is empty")
+        with self._open() as container:
+            if not container.streams.video:
+                raise Sapiens2StreamError(f"{self.cfg.uri}: no video stream in this file")
+            stream = container.streams.video[0]
+            self.fps = float(stream.average_rate) if stream.average_rate else None
+            self.total_frames = stream.frames or None
+            if not self.total_frames and container.duration and self.fps:
+                self.total_frames = int(container.duration / 1e6 * self.fps)
+            if container.streams.audio:
+                self.audio_path = str(path)
+
+    # ------------------------------------------------------------------------------------------- reading
+
+    def frames(self, stop: threading.Event | None = None) -> Iterator[Frame]:
+        """All frames, in order. Live sources reconnect until `stop` is set (or give_up_s passes)."""
+        stop = stop or threading.Event()
+        if self.kind == "images":
+            yield from self._image_frames(stop)
+        elif self.live:
+            yield from self._live_frames(stop)
+        else:
+            yield from self._file_frames(stop)
+
+    def _limit_reached(self, index: int) -> bool:
+        return self.cfg.max_frames is not None and index >= self.cfg.max_frames
+
+    def _emit(self, index: int, pts_s: float, rgb: np.ndarray) -> Frame:
+        self.stats.frames += 1
+        if self.size is None:
+            self.size = rgb.shape[:2]
+        return Frame(index, pts_s, time.time(), rgb)
+
+    def _image_frames(self, stop: threading.Event) -> Iterator[Frame]:
+        for i, path in enumerate(self._paths):
+            if stop.is_set() or self._limit_reached(i):
+                return
+            if i < self.cfg.start_frame:
+                continue
+            rgb = read_image(path)
+            if rgb is None:
+                self.stats.corrupt += 1
+                self.stats.events.append(f"skipped unreadable image {path.name}")
+                continue
+            yield self._emit(i, i / self.fps, rgb)
+
+    def _decode(self, container: av.container.InputContainer) -> Iterator[av.VideoFrame]:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        for packet in container.demux(stream):
+            try:
+                yield from packet.decode()
+            except av.error.InvalidDataError:
+                self.stats.corrupt += 1
+
+    def _file_frames(self, stop: threading.Event) -> Iterator[Frame]:
+        with self._open() as container:
+            stream = container.streams.video[0]
+            fps = self.fps or 30.0
+            index = 0
+            try:
+                for vf in self._decode(container):
+                    if stop.is_set() or self._limit_reached(index):
+                        return
+                    if index >= self.cfg.start_frame:
+                        pts = vf.time if vf.time is not None else index / fps
+                        yield self._emit(index, float(pts), vf.to_ndarray(format="rgb24"))
+                    index += 1
+            except av.FFmpegError as e:
+                self.stats.events.append(f"decoding stopped at frame {index}: {_reason(e)}")
+                if index == 0:
+                    raise Sapiens2StreamError(f"{self.cfg.uri}: cannot decode video ({_reason(e)})") from None
+            if index == 0 and stream.frames == 0:
+                raise Sapiens2StreamError(f"{self.cfg.uri}: the video has no decodable frames")
+
+    def _live_frames(self, stop: threading.Event) -> Iterator[Frame]:
+        """Connect, read, and on any drop or end of stream wait (doubling backoff) and connect again.
+
+        Timestamps: the stream's own clock, offset per connection so that they continue in real time across
+        reconnects, and re-based whenever the stream's clock jumps, so pts always increases.
+        """
+        rc = self.cfg.reconnect
+        index, wait, start = 0, rc.initial_s, time.time()
+        last_frame_wall: float | None = None
+        last_pts: float | None = None
+        while not stop.is_set() and not self._limit_reached(index):
+            try:
+                container = self._open()
+            except Sapiens2StreamError as e:
+                if index == 0 and self.stats.reconnects == 0:
+                    raise  # unreachable on the first try: a wrong address or device, not a drop
+                self.stats.events.append(str(e))
+            else:
+                with container:
+                    offset = None
+                    try:
+                        for vf in self._decode(container):
+                            if stop.is_set() or self._limit_reached(index):
+                                return
+                            now = time.time()
+                            stream_t = float(vf.time) if vf.time is not None else now - start
+                            if offset is None:
+                                offset = (now - start) - stream_t
+                                if last_frame_wall is not None:
+                                    self.stats.gaps_s += now - last_frame_wall
+                            pts = stream_t + offset
+                            if last_pts is not None and not 0 < pts - last_pts < JUMP_S:
+                                # the stream's clock jumped (RTCP sync, camera restart): continue in wall time
+                                offset = last_pts + max(now - last_frame_wall, 1e-3) - stream_t
+                                pts = stream_t + offset
+                            last_frame_wall, last_pts = now, pts
+                            wait = rc.initial_s
+                            yield self._emit(index, pts, vf.to_ndarray(format="rgb24"))
+                            index += 1
+                    except av.FFmpegError as e:
+                        self.stats.events.append(f"stream error: {_reason(e)}")
+            if stop.is_set() or self._limit_reached(index):
+                return
+            silent_for = time.time() - (last_frame_wall or start)
+            if rc.give_up_s is not None and silent_for > rc.give_up_s:
+                self.stats.events.append(f"gave up after {silent_for:.1f}s without frames")
+                return
+            self.stats.reconnects += 1
+            stop.wait(wait)
+            wait = min(wait * 2, rc.max_s)
+
+
+def _reason(e: BaseException) -> str:
+    return getattr(e, "strerror", None) or str(e) or type(e).__name__

@@ -1,0 +1,1 @@
+"""The staged asyncio pipeline: queues and their policies, micro-batching, inference, metrics."""

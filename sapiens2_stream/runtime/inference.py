@@ -1,0 +1,138 @@
+"""Batched Sapiens2 inference for a micro-batch of frames: crops across frames and people, flip TTA in the
+same forward, decoding on device, dense outputs mapped back to each frame."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..config import ModelConfig
+from ..errors import Sapiens2StreamError
+from ..io.sources import Frame
+from ..models import load_model, pose_metadata, seg_metadata
+from ..processing import crop_persons, decode_heatmaps, mattes, merge_flip, prepare_frames, with_flipped
+from ..processing.dense import metric_pointmaps, seg_labels, unit_normals
+from .device import ModelStreams
+
+KEEP_ASPECT = {"seg": False, "matting": False, "normal": True, "pointmap": True}
+
+
+@dataclass
+class Person:
+    track_id: int
+    box: np.ndarray  # COCO xywh, frame pixels
+    score: float
+    keypoints: np.ndarray | None = None  # [K, 2] raw decoded
+    keypoint_scores: np.ndarray | None = None  # [K]
+    smoothed: np.ndarray | None = None  # [K, 2] after the online smoother
+
+
+@dataclass
+class FrameResult:
+    frame: Frame
+    people: list[Person]
+    ended_tracks: list[int] = field(default_factory=list)
+    seg: np.ndarray | None = None  # [H, W] uint8 class labels
+    alpha: np.ndarray | None = None  # [H, W] float32 in [0, 1]
+    foreground: np.ndarray | None = None  # [H, W, 3] float32 premultiplied RGB in [0, 1]
+    normals: np.ndarray | None = None  # [H, W, 3] float32 unit vectors
+    pointmap: np.ndarray | None = None  # [H, W, 3] float32
+    flip: dict[str, bool] = field(default_factory=dict)
+
+
+def chunks(n: int, size: int) -> list[slice]:
+    return [slice(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+class InferenceEngine:
+    """Holds the loaded models and runs them on micro-batches; everything stays on the device until the end."""
+
+    def __init__(self, models: dict[str, ModelConfig], device: torch.device, dtype: torch.dtype) -> None:
+        self.cfg = models
+        self.device, self.dtype = device, dtype
+        self.models = {}
+        for task, cfg in models.items():
+            model = load_model(cfg.source, device=device, dtype=dtype)
+            if model.task != task:
+                raise Sapiens2StreamError(f"models.{task}.source {cfg.source!r} holds a {model.task} model, not {task}")
+            self.models[task] = model
+        self.streams = ModelStreams(device, list(self.models))
+
+    def flip_for(self, task: str, under_load: bool) -> bool:
+        mode = self.cfg[task].flip
+        return mode == "on" or (mode == "auto" and not under_load)
+
+    @torch.inference_mode()
+    def run(self, frames: list[Frame], people: list[list[Person]], under_load: bool = False) -> list[FrameResult]:
+        results = [FrameResult(f, p) for f, p in zip(frames, people, strict=True)]
+        if "pose" in self.models:
+            with self.streams.context("pose"):
+                self._pose(results, self.flip_for("pose", under_load))
+        for task in ("seg", "matting", "normal", "pointmap"):
+            if task in self.models:
+                with self.streams.context(task):
+                    self._dense(task, results, self.flip_for(task, under_load))
+        self.streams.synchronize()
+        return results
+
+    def _forward(self, task: str, x: torch.Tensor, flip: bool):
+        model = self.models[task]
+        return model(with_flipped(x) if flip else x)
+
+    def _pose(self, results: list[FrameResult], flip: bool) -> None:
+        boxes = [np.array([p.box for p in r.people], np.float32).reshape(-1, 4) for r in results]
+        size = tuple(self.cfg["pose"].input_size)
+        crops = crop_persons([r.frame.rgb for r in results], boxes, size, device=self.device, dtype=self.dtype)
+        if len(crops) == 0:
+            return
+        order = pose_metadata().flip_indices
+        keypoints, scores = [], []
+        for part in chunks(len(crops), self.cfg["pose"].max_batch):
+            heatmaps = self._forward("pose", crops.pixel_values[part], flip).heatmaps
+            if flip:
+                heatmaps = merge_flip(heatmaps, "channels", order)
+            kp, sc = decode_heatmaps(heatmaps, crops.boxes[part], size)
+            keypoints.append(kp)
+            scores.append(sc)
+        kp_all = torch.cat(keypoints).cpu().numpy()
+        sc_all = torch.cat(scores).cpu().numpy()
+        people = [p for r in results for p in r.people]
+        for person, kp, sc in zip(people, kp_all, sc_all, strict=True):
+            person.keypoints, person.keypoint_scores = kp, sc
+        for r in results:
+            r.flip["pose"] = flip
+
+    def _dense(self, task: str, results: list[FrameResult], flip: bool) -> None:
+        for part in chunks(len(results), self.cfg[task].max_batch):
+            batch_results = results[part]
+            frames = prepare_frames(
+                [r.frame.rgb for r in batch_results], tuple(self.cfg[task].input_size), KEEP_ASPECT[task],
+                device=self.device, dtype=self.dtype,
+            )  # fmt: skip
+            out = self._forward(task, frames.pixel_values, flip)
+            if task == "seg":
+                logits = merge_flip(out.logits, "channels", seg_metadata().flip_indices) if flip else out.logits
+                for r, labels in zip(batch_results, seg_labels(logits, frames), strict=True):
+                    r.seg = labels.to(torch.uint8).cpu().numpy()
+            elif task == "matting":
+                alphas, fgs = out.alphas, out.foregrounds
+                if flip:
+                    alphas, fgs = merge_flip(alphas, "channels"), merge_flip(fgs, "channels")
+                for r, (a, f) in zip(batch_results, mattes(alphas, fgs, frames), strict=True):
+                    r.alpha = a[0].cpu().numpy()
+                    r.foreground = f.permute(1, 2, 0).cpu().numpy()
+            elif task == "normal":
+                normals = merge_flip(out.normals, "vectors") if flip else out.normals
+                for r, n in zip(batch_results, unit_normals(normals, frames), strict=True):
+                    r.normals = n.permute(1, 2, 0).cpu().numpy()
+            else:
+                maps, scales = out.pointmaps, out.scales
+                if flip:
+                    maps = merge_flip(maps, "vectors")
+                    scales = merge_flip(scales, "scalar") if scales is not None else None
+                for r, m in zip(batch_results, metric_pointmaps(maps, scales, frames), strict=True):
+                    r.pointmap = m.permute(1, 2, 0).cpu().numpy()
+            for r in batch_results:
+                r.flip[task] = flip

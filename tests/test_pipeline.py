@@ -1,0 +1,169 @@
+"""The streaming pipeline end to end: generated clips, a camera-paced lavfi source, a real RTSP server."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import av
+import numpy as np
+import pytest
+
+from sapiens2_stream.config import PipelineConfig, from_dict
+from sapiens2_stream.io.synthetic import make_clip
+from sapiens2_stream.runtime.pipeline import Pipeline
+
+SMALL = [256, 192]
+
+
+def config(tmp_path, tiny_dir, uri, tasks=("pose",), **sections):
+    data = {
+        "source": {"uri": str(uri)},
+        "detector": {"type": "fixed", "boxes": [[40, 40, 60, 150], [180, 50, 60, 150]]},
+        "models": {m: {"source": str(tiny_dir[m]), "input_size": SMALL, "max_batch": 4} for m in tasks},
+        "outputs": {"dir": str(tmp_path / "out")},
+    }
+    for key, value in sections.items():
+        data[key] = {**data.get(key, {}), **value}
+    return from_dict(PipelineConfig, data)
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def video_times(path):
+    with av.open(str(path)) as c:
+        return [float(f.time) for f in c.decode(video=0)]
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    path = tmp_path_factory.mktemp("clip") / "walk.mp4"
+    make_clip(path, frames=24, size=(240, 320), people=2, audio=True)
+    return path
+
+
+def test_every_frame_in_order_in_every_sink(tmp_path, tiny_dir, clip):
+    cfg = config(
+        tmp_path, tiny_dir, clip, tasks=("pose", "seg", "matting"),
+        outputs={"tracks": {"enabled": True, "formats": ["npz", "parquet", "trc"]},
+                 "video": {"draw": ["seg", "boxes", "pose"]}, "matting": {"alpha": True}},
+        runtime={"max_frames_per_batch": 3},
+    )  # fmt: skip
+    summary = Pipeline(cfg).run()
+    out = tmp_path / "out"
+    with av.open(str(clip)) as c:
+        source_times = [float(f.time) for f in c.decode(video=0)]
+    records = read_jsonl(out / "results.jsonl")
+    assert [r["frame"] for r in records] == list(range(24))
+    assert [r["pts"] for r in records] == pytest.approx(source_times, abs=1e-6)
+    for name in ("annotated.mp4", "composite.mp4", "alpha.mp4"):
+        assert video_times(out / name) == pytest.approx(source_times, abs=1e-3), name
+    with av.open(str(out / "annotated.mp4")) as c:
+        assert c.streams.video[0].codec_context.name == "h264" and c.streams.video[0].pix_fmt == "yuv420p"
+        assert len(c.streams.audio) == 1  # copied from the source
+    person = records[5]["people"][0]
+    assert len(person["keypoints"]) == 308 and len(person["keypoint_scores"]) == 308
+    assert {"track_id", "box", "keypoints_smoothed"} <= set(person) and records[5]["flip"] == {
+        "pose": True, "seg": True, "matting": True}  # fmt: skip
+    assert records[0]["source"] == str(clip) and "pose" in records[0]["models"]
+    assert sum(records[3]["seg_pixels"].values()) == 240 * 320
+    tracks = sorted((out / "tracks").glob("*.npz"))
+    assert len(tracks) == 2 and len(list((out / "tracks").glob("*.parquet"))) == 2
+    data = np.load(tracks[0])
+    assert data["keypoints_raw"].shape == (24, 308, 2) and data["coco17_smoothed"].shape == (24, 17, 2)
+    assert summary["frames_in"] == summary["frames_out"] == 24 and not summary["dropped"]
+    assert summary["batch_size"]["infer"]["max"] == 3
+
+
+def test_image_folder_source(tmp_path, tiny_dir):
+    import cv2
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    cv2.imwrite(str(folder / "a.png"), rng.integers(0, 255, (120, 160, 3), dtype=np.uint8))
+    cv2.imwrite(str(folder / "b.png"), rng.integers(0, 255, (120, 160), dtype=np.uint8))  # grayscale
+    cv2.imwrite(str(folder / "c.png"), rng.integers(0, 255, (120, 160, 4), dtype=np.uint8))  # RGBA
+    cfg = config(tmp_path, tiny_dir, folder, source={"fps": 2}, detector={"type": "full_frame"})
+    Pipeline(cfg).run()
+    records = read_jsonl(tmp_path / "out" / "results.jsonl")
+    assert [r["pts"] for r in records] == [0.0, 0.5, 1.0]
+
+
+def test_live_source_bounded_age_and_counted_drops(tmp_path, tiny_dir):
+    """A camera-paced lavfi source at 30 fps faster than the models: frames are dropped, never queued up."""
+    cfg = config(
+        tmp_path, tiny_dir, "lavfi:testsrc2=size=320x240:rate=30,realtime", tasks=("pose", "seg"),
+        source={"max_frames": 60},
+        models={"seg": {"source": str(tiny_dir["seg"]), "input_size": [512, 384], "flip": "on"}},
+        runtime={"queue_size": 2, "max_frames_per_batch": 1, "max_frame_age_s": 0.5},
+        outputs={"video": {"enabled": False}},
+    )  # fmt: skip
+    pipeline = Pipeline(cfg)
+    assert pipeline.policy == "latest"
+    summary = pipeline.run()
+    dropped = sum(summary["dropped"].values())
+    assert summary["frames_in"] == 60
+    assert dropped > 0 and summary["frames_out"] + dropped == 60
+    assert summary["frame_age_ms"]["max"] < 2000  # bounded by queue size and max_frame_age_s, not by input length
+    records = read_jsonl(tmp_path / "out" / "results.jsonl")
+    frames = [r["frame"] for r in records]
+    assert frames == sorted(frames) and len(set(frames)) == len(frames)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_rtsp_server(folder, port):
+    code = ("import asyncio, sys; from aio_rtsp_toolkit.server import serve; "
+            "asyncio.run(serve(sys.argv[1], '127.0.0.1', int(sys.argv[2])))")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", code, str(folder), str(port)], stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("RTSP test server did not start")
+
+
+@pytest.fixture
+def rtsp_server(tmp_path):
+    folder = tmp_path / "served"
+    make_clip(folder / "cam.mp4", frames=60, size=(240, 320), people=1)
+    port = free_port()
+    proc = start_rtsp_server(folder, port)
+    yield f"rtsp://127.0.0.1:{port}/cam.mp4", folder, port, proc
+    proc.kill()
+    proc.wait()
+
+
+def test_rtsp_stream(tmp_path, tiny_dir, rtsp_server):
+    url, *_ = rtsp_server
+    cfg = config(tmp_path, tiny_dir, url + "?play_count=0", source={"max_frames": 20}, runtime={"policy": "block"})
+    summary = Pipeline(cfg).run()
+    records = read_jsonl(tmp_path / "out" / "results.jsonl")
+    assert summary["frames_out"] == len(records) == 20
+    pts = [r["pts"] for r in records]
+    assert all(b > a for a, b in zip(pts, pts[1:], strict=False)), pts
+
+
+def test_demo_runs_offline(tmp_path):
+    env = {**os.environ, "YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(tmp_path / "yolo")}
+    out = subprocess.run(
+        [sys.executable, "-m", "sapiens2_stream.cli", "demo", "--output", str(tmp_path / "demo"), "--max-frames", "6",
+         "--no-progress"], capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "RANDOM" in out.stderr
+    assert len(read_jsonl(tmp_path / "demo" / "results.jsonl")) == 6
+    assert len(video_times(tmp_path / "demo" / "annotated.mp4")) == 6
