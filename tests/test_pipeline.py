@@ -109,7 +109,8 @@ def test_live_source_bounded_age_and_counted_drops(tmp_path, tiny_dir):
     dropped = sum(summary["dropped"].values())
     assert summary["frames_in"] == 60
     assert dropped > 0 and summary["frames_out"] + dropped == 60
-    assert summary["frame_age_ms"]["max"] < 2000  # bounded by queue size and max_frame_age_s, not by input length
+    # bounded by max_frame_age_s plus one batch of work, not by the input's length
+    assert summary["frame_age_ms"]["p95"] < 1500 and summary["frame_age_ms"]["max"] < 2500
     records = read_jsonl(tmp_path / "out" / "results.jsonl")
     frames = [r["frame"] for r in records]
     assert frames == sorted(frames) and len(set(frames)) == len(frames)

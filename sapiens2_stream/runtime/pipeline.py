@@ -71,6 +71,18 @@ class Pipeline:
         frames = self.queues[0]
         return self.source.live and (frames.depth() * 2 >= frames.queue.maxsize or frames.dropped > self._drops_seen)
 
+    def _fresh(self, items: list, frame_of: Callable) -> list:
+        """Live input: drop items whose frame is older than max_frame_age_s (checked before each heavy stage).
+
+        Never under the `block` policy, which promises that nothing is dropped.
+        """
+        if not self.source.live or self.policy == "block":
+            return items
+        now, limit = time.time(), self.cfg.runtime.max_frame_age_s
+        fresh = [item for item in items if now - frame_of(item).wall_s <= limit]
+        self.metrics.stale += len(items) - len(fresh)
+        return fresh
+
     # ------------------------------------------------------------------------------------------- stages
 
     async def _read(self, out: EdgeQueue) -> None:
@@ -95,11 +107,7 @@ class Pipeline:
         seen = 0
         while True:
             frames, ended = await gather_batch(inp, rt.max_frames_per_batch, rt.max_wait_ms / 1000)
-            if self.source.live:
-                now = time.time()
-                fresh = [f for f in frames if now - f.wall_s <= rt.max_frame_age_s]
-                self.metrics.stale += len(frames) - len(fresh)
-                frames = fresh
+            frames = self._fresh(frames, lambda f: f)
             if frames and not self.cut:
                 start = time.perf_counter()
                 run = [i for i in range(len(frames)) if (seen + i) % every == 0]
@@ -124,6 +132,7 @@ class Pipeline:
         rt = self.cfg.runtime
         while True:
             items, ended = await gather_batch(inp, rt.max_frames_per_batch, rt.max_wait_ms / 1000)
+            items = self._fresh(items, lambda item: item[0])
             if items and not self.cut:
                 start = time.perf_counter()
                 load = self.under_load()

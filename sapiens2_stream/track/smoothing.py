@@ -17,8 +17,8 @@ import math
 import numpy as np
 
 DEFAULTS = {
-    "kalman": {"q": 2000.0, "r": 4.0, "v0": 1e4},
-    "rts": {"q": 2000.0, "r": 4.0, "v0": 1e4},
+    "kalman": {"q": 1e6, "r": 4.0, "v0": 1e4},
+    "rts": {"q": 1e6, "r": 4.0, "v0": 1e4},
     "one_euro": {"min_cutoff": 1.0, "beta": 0.05, "d_cutoff": 1.0},
 }
 MIN_DT = 1e-6
