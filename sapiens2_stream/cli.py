@@ -1,6 +1,7 @@
 """The `sapiens2-stream` command line: run | validate | demo | models.
 
-Exit codes: 0 done, 2 usage or configuration error, 1 runtime failure, 130 interrupted before starting.
+Exit codes: 0 done, 2 usage or configuration error, 1 runtime failure, 130 interrupted (outputs complete up
+to the interruption; `run --resume` continues).
 Errors print one line; `--debug` shows the traceback instead.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from .errors import Sapiens2StreamError
 
-EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG = 0, 1, 2
+EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class RuntimeFailure(Exception):
@@ -30,11 +31,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar or status line")
 
 
-def run_pipeline(config, progress: bool, append: bool = False) -> dict:
+def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
     from .runtime.pipeline import Pipeline
     from .runtime.progress import Progress, format_summary
 
-    pipeline = Pipeline(config, append=append)  # configuration errors surface here (exit 2)
+    pipeline = Pipeline(config, resume=resume)  # configuration errors surface here (exit 2)
     bar = Progress(pipeline.source.total_frames, pipeline.source.live, enabled=progress)
     pipeline.on_result = bar
     try:
@@ -54,8 +55,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .config import load_config
 
     config = load_config(args.pipeline, args.set, args.source, args.output)
-    summary = run_pipeline(config, not args.no_progress)
-    return 130 if summary["interrupted"] and summary["frames_out"] == 0 else EXIT_OK
+    summary = run_pipeline(config, not args.no_progress, resume=args.resume)
+    return EXIT_INTERRUPTED if summary["interrupted"] else EXIT_OK
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -130,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a pipeline YAML")
     run.add_argument("pipeline", help="pipeline YAML (see pipelines/)")
     add_run_options(run)
+    run.add_argument("--resume", action="store_true", help="continue an interrupted run in the same --output")
     run.set_defaults(func=cmd_run)
 
     validate = sub.add_parser("validate", help="check a pipeline YAML without running it")
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         print("sapiens2-stream: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as e:  # a bug or an environment failure: one line, the traceback with --debug
         if args.debug:
             raise

@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+import av
 import cv2
 import numpy as np
 import torch
@@ -91,9 +92,23 @@ def matte_composite(result, background) -> np.ndarray:
     return composite(alpha, fg, background, frame=result.frame.rgb).numpy()
 
 
+def open_writer(path: Path, fps: float | None, video_cfg, resume=None) -> VideoWriter:
+    """A video writer; when resuming, it starts with the frames the interrupted run had already written."""
+    writer = VideoWriter(path, fps, video_cfg.crf, video_cfg.preset)
+    if resume is not None and path.exists():
+        previous = path.with_name(path.stem + ".previous.mp4")
+        os.replace(path, previous)
+        try:
+            writer.prefill(previous, resume.last_pts)
+        except av.FFmpegError:
+            pass  # the interrupted file was unreadable: the resumed video starts at the resume point
+        previous.unlink()
+    return writer
+
+
 class VideoSink(Sink):
-    def __init__(self, path: Path, fps: float | None, cfg, audio_source: str | None) -> None:
-        self.writer = VideoWriter(path, fps, cfg.crf, cfg.preset)
+    def __init__(self, path: Path, fps: float | None, cfg, audio_source: str | None, resume=None) -> None:
+        self.writer = open_writer(path, fps, cfg, resume)
         self.cfg = cfg
         self.audio_source = audio_source if cfg.copy_audio else None
         self.last_pts: float | None = None
@@ -121,9 +136,9 @@ def matting_background(background):
 class MattingSink(Sink):
     """Composite video over a colour, an image or a blur of the frame, and optionally the alpha as a video."""
 
-    def __init__(self, out_dir: Path, fps: float | None, cfg, video_cfg) -> None:
+    def __init__(self, out_dir: Path, fps: float | None, cfg, video_cfg, resume=None) -> None:
         self.background = matting_background(cfg.background)
-        make = lambda name: VideoWriter(out_dir / name, fps, video_cfg.crf, video_cfg.preset)  # noqa: E731
+        make = lambda name: open_writer(out_dir / name, fps, video_cfg, resume)  # noqa: E731
         self.composite = make(cfg.composite_name) if cfg.composite else None
         self.alpha = make(cfg.alpha_name) if cfg.alpha else None
 
@@ -160,8 +175,8 @@ class DisplaySink(Sink):
         cv2.destroyAllWindows()
 
 
-def make_sinks(cfg: PipelineConfig, source, on_quit, append: bool = False) -> list[Sink]:
-    """The sinks the configuration asks for, writing under outputs.dir."""
+def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
+    """The sinks the configuration asks for, writing under outputs.dir (continuing them when resuming)."""
     from ..track.export import TrackSink
 
     out = Path(cfg.outputs.dir)
@@ -170,13 +185,16 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, append: bool = False) -> li
     model_ids = {task: m.source for task, m in cfg.enabled_models().items()}
     sinks: list[Sink] = []
     if o.jsonl.enabled:
-        sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append))
+        sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append=resume is not None))
     if o.video.enabled:
-        sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path))
+        sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume))
     if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
-        sinks.append(MattingSink(out, source.fps, o.matting, o.video))
+        sinks.append(MattingSink(out, source.fps, o.matting, o.video, resume))
     if o.tracks.enabled:
-        sinks.append(TrackSink(out / "tracks", o.tracks.formats, cfg.smoothing))
+        tracks = TrackSink(out / "tracks", o.tracks.formats, cfg.smoothing)
+        if resume is not None:
+            tracks.seed(resume.records)
+        sinks.append(tracks)
     if o.display:
         if cfg.models.matting is not None:
             background = matting_background(o.matting.background)

@@ -23,6 +23,7 @@ from ..config import SourceConfig
 from ..errors import Sapiens2StreamError
 
 STREAM_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://", "udp://", "tcp://", "srt://")
+LIVE_KINDS = ("stream", "webcam", "lavfi")
 JUMP_S = 2.0  # a live timestamp step outside (0, JUMP_S) seconds is a clock jump, not time passing
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
@@ -111,7 +112,7 @@ class Source:
     def __init__(self, cfg: SourceConfig) -> None:
         self.cfg = cfg
         self.kind = cfg.kind if cfg.kind != "auto" else resolve_kind(cfg.uri)
-        self.live = self.kind in ("stream", "webcam", "lavfi")
+        self.live = self.kind in LIVE_KINDS
         self.stats = SourceStats()
         self.total_frames: int | None = None
         self.fps: float | None = None

@@ -57,6 +57,14 @@ class VideoWriter:
             self.container.mux(packet)
         self.frames += 1
 
+    def prefill(self, previous: Path, end_pts: float) -> None:
+        """Re-encode the frames of an earlier file up to `end_pts` (resuming an interrupted run)."""
+        with av.open(str(previous)) as old:
+            for frame in old.decode(video=0):
+                if frame.time is None or frame.time > end_pts + 1e-6:
+                    break
+                self.write(frame.to_ndarray(format="rgb24"), float(frame.time))
+
     def close(self) -> None:
         if self.container is None:
             return

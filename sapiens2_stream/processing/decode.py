@@ -102,7 +102,9 @@ def dark_refine(
         idx = neighbourhood_index(x[slow], y[slow], h, w)
         logs[slow] = blurred.reshape(len(slow), -1).gather(1, idx.reshape(len(slow), -1)).reshape(-1, 3, 3)
     xy = torch.stack([x, y], dim=-1).float()
-    refined = torch.where((peak > 0)[:, None], xy - newton_offsets(logs), torch.full_like(xy, -1.0))
+    offsets = newton_offsets(logs)
+    offsets = torch.where(torch.isfinite(offsets), offsets, 0.0)  # singular Hessian: keep the integer peak
+    refined = torch.where((peak > 0)[:, None], xy - offsets, torch.full_like(xy, -1.0))
     return refined.reshape(n, k, 2)
 
 

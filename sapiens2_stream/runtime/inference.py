@@ -17,6 +17,14 @@ from ..processing.dense import metric_pointmaps, seg_labels, unit_normals
 from .device import ModelStreams
 
 KEEP_ASPECT = {"seg": False, "matting": False, "normal": True, "pointmap": True}
+# how each output is mirrored back after flip TTA: (merge kind, channel order)
+MERGES = {
+    "pose": {"heatmaps": ("channels", pose_metadata().flip_indices)},
+    "seg": {"logits": ("channels", seg_metadata().flip_indices)},
+    "matting": {"alphas": ("channels", None), "foregrounds": ("channels", None)},
+    "normal": {"normals": ("vectors", None)},
+    "pointmap": {"pointmaps": ("vectors", None), "scales": ("scalar", None)},
+}
 
 
 @dataclass
@@ -59,6 +67,7 @@ class InferenceEngine:
                 raise Sapiens2StreamError(f"models.{task}.source {cfg.source!r} holds a {model.task} model, not {task}")
             self.models[task] = model
         self.streams = ModelStreams(device, list(self.models))
+        self.events: list[str] = []
 
     def flip_for(self, task: str, under_load: bool) -> bool:
         mode = self.cfg[task].flip
@@ -77,9 +86,27 @@ class InferenceEngine:
         self.streams.synchronize()
         return results
 
-    def _forward(self, task: str, x: torch.Tensor, flip: bool):
-        model = self.models[task]
-        return model(with_flipped(x) if flip else x)
+    def _forward(self, task: str, x: torch.Tensor, flip: bool) -> dict[str, torch.Tensor | None]:
+        """The task's outputs for batch x, flip TTA merged in. A batch that runs out of device memory is split
+        in two and retried (recursively), and the split is reported in `events`."""
+        try:
+            out = self.models[task](with_flipped(x) if flip else x)
+        except torch.OutOfMemoryError:
+            if x.shape[0] == 1:
+                raise Sapiens2StreamError(
+                    f"models.{task}: out of memory on a single input; use bf16, a smaller model or input_size"
+                ) from None
+            if x.is_cuda:
+                torch.cuda.empty_cache()
+            half = x.shape[0] // 2
+            self.events.append(f"{task}: out of memory on a batch of {x.shape[0]}; split it in two and continued")
+            first, second = self._forward(task, x[:half], flip), self._forward(task, x[half:], flip)
+            return {k: None if v is None else torch.cat([v, second[k]]) for k, v in first.items()}
+        merged = {}
+        for name, (kind, order) in MERGES[task].items():
+            value = getattr(out, name)
+            merged[name] = merge_flip(value, kind, order) if flip and value is not None else value
+        return merged
 
     def _pose(self, results: list[FrameResult], flip: bool) -> None:
         boxes = [np.array([p.box for p in r.people], np.float32).reshape(-1, 4) for r in results]
@@ -87,12 +114,9 @@ class InferenceEngine:
         crops = crop_persons([r.frame.rgb for r in results], boxes, size, device=self.device, dtype=self.dtype)
         if len(crops) == 0:
             return
-        order = pose_metadata().flip_indices
         keypoints, scores = [], []
         for part in chunks(len(crops), self.cfg["pose"].max_batch):
-            heatmaps = self._forward("pose", crops.pixel_values[part], flip).heatmaps
-            if flip:
-                heatmaps = merge_flip(heatmaps, "channels", order)
+            heatmaps = self._forward("pose", crops.pixel_values[part], flip)["heatmaps"]
             kp, sc = decode_heatmaps(heatmaps, crops.boxes[part], size)
             keypoints.append(kp)
             scores.append(sc)
@@ -113,26 +137,18 @@ class InferenceEngine:
             )  # fmt: skip
             out = self._forward(task, frames.pixel_values, flip)
             if task == "seg":
-                logits = merge_flip(out.logits, "channels", seg_metadata().flip_indices) if flip else out.logits
-                for r, labels in zip(batch_results, seg_labels(logits, frames), strict=True):
+                for r, labels in zip(batch_results, seg_labels(out["logits"], frames), strict=True):
                     r.seg = labels.to(torch.uint8).cpu().numpy()
             elif task == "matting":
-                alphas, fgs = out.alphas, out.foregrounds
-                if flip:
-                    alphas, fgs = merge_flip(alphas, "channels"), merge_flip(fgs, "channels")
-                for r, (a, f) in zip(batch_results, mattes(alphas, fgs, frames), strict=True):
+                for r, (a, f) in zip(batch_results, mattes(out["alphas"], out["foregrounds"], frames), strict=True):
                     r.alpha = a[0].cpu().numpy()
                     r.foreground = f.permute(1, 2, 0).cpu().numpy()
             elif task == "normal":
-                normals = merge_flip(out.normals, "vectors") if flip else out.normals
-                for r, n in zip(batch_results, unit_normals(normals, frames), strict=True):
+                for r, n in zip(batch_results, unit_normals(out["normals"], frames), strict=True):
                     r.normals = n.permute(1, 2, 0).cpu().numpy()
             else:
-                maps, scales = out.pointmaps, out.scales
-                if flip:
-                    maps = merge_flip(maps, "vectors")
-                    scales = merge_flip(scales, "scalar") if scales is not None else None
-                for r, m in zip(batch_results, metric_pointmaps(maps, scales, frames), strict=True):
+                maps = metric_pointmaps(out["pointmaps"], out["scales"], frames)
+                for r, m in zip(batch_results, maps, strict=True):
                     r.pointmap = m.permute(1, 2, 0).cpu().numpy()
             for r in batch_results:
                 r.flip[task] = flip

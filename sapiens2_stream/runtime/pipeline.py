@@ -14,25 +14,32 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
 from ..config import PipelineConfig
 from ..detect import make_detector
 from ..io.sinks import make_sinks
-from ..io.sources import Source
+from ..io.sources import LIVE_KINDS, Source, resolve_kind
 from ..track import OnlineSmoother, Tracker
 from .device import resolve_device, resolve_dtype
 from .inference import FrameResult, InferenceEngine, Person
 from .metrics import Metrics
 from .queues import END, EdgeQueue, gather_batch
+from .resume import prepare_resume
 
 
 class Pipeline:
     def __init__(
         self, cfg: PipelineConfig, on_result: Callable[[FrameResult, Pipeline], None] | None = None,
-        append: bool = False,
+        resume: bool = False,
     ) -> None:  # fmt: skip
+        """`resume`: continue the interrupted run recorded in the output folder (files and image folders)."""
+        kind = cfg.source.kind if cfg.source.kind != "auto" else resolve_kind(cfg.source.uri)
+        self.resumed = prepare_resume(cfg, kind in LIVE_KINDS) if resume else None
+        if self.resumed is not None:
+            cfg = replace(cfg, source=replace(cfg.source, start_frame=self.resumed.start_frame))
         self.cfg = cfg
         self.on_result = on_result
         self.stop = threading.Event()
@@ -49,9 +56,11 @@ class Pipeline:
         self.engine = InferenceEngine(cfg.enabled_models(), self.device, self.dtype)
         self.detector = make_detector(cfg.detector, str(self.device))
         self.tracker = Tracker(cfg.tracker)
+        if self.resumed is not None:
+            self.tracker.next_id = self.resumed.max_track_id + 1
         sm = cfg.smoothing
         self.smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
-        self.sinks = make_sinks(cfg, self.source, self.request_stop, append)
+        self.sinks = make_sinks(cfg, self.source, self.request_stop, self.resumed)
         self.queues: list[EdgeQueue] = []
         self.started = 0.0
 
@@ -225,10 +234,11 @@ class Pipeline:
             "gap_s": round(s.gaps_s, 2),
             "corrupt_skipped": s.corrupt,
             "interrupted": self.interrupted,
+            "resumed_from_frame": self.resumed.start_frame if self.resumed else None,
             "seconds": round(elapsed, 2),
             "fps": round(self.metrics.frames_out / elapsed, 2) if elapsed > 0 else 0.0,
             "device": str(self.device),
             "dtype": str(self.dtype).removeprefix("torch."),
-            "events": s.events[-10:],
+            "events": (s.events + self.engine.events)[-10:],
             **self.metrics.summary(),
         }

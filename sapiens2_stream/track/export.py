@@ -39,6 +39,16 @@ class TrackSink:
                      result.flip.get("pose", False))
                 )  # fmt: skip
 
+    def seed(self, records: list[dict]) -> None:
+        """Rows of an interrupted run, from its JSONL records."""
+        for r in records:
+            for p in r["people"]:
+                if p.get("keypoints") is not None:
+                    self.rows[p["track_id"]].append(
+                        (r["frame"], r["pts"], np.array(p["box"]), p["score"], np.array(p["keypoints"]),
+                         np.array(p["keypoint_scores"]), r.get("flip", {}).get("pose", False))
+                    )  # fmt: skip
+
     def track_arrays(self, rows: list) -> dict[str, np.ndarray]:
         frame, pts, box, score, kp, kps, flip = (np.asarray(c) for c in zip(*rows, strict=True))
         s = self.smoothing

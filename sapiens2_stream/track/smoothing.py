@@ -209,7 +209,8 @@ class OnlineSmoother:
         z = np.asarray(keypoints, np.float64)
         if self.method == "none":
             return z.copy()
-        valid = np.repeat((np.asarray(scores) >= self.min_score)[:, None], 2, axis=1)
+        valid = np.repeat((np.asarray(scores) >= self.min_score)[:, None], 2, axis=1) & np.isfinite(z)
+        z = np.where(np.isfinite(z), z, 0.0)
         st = self.state.get(track_id)
         dt = None if st is None else max(t - st["t"], MIN_DT)
         if self.method == "one_euro":

@@ -1,0 +1,202 @@
+"""Bad input, each row of the README's "What happens when..." table: a clear one-line error with a non-zero exit
+and no traceback, or a conversion that lets the run go on. Also the live-path soak and the out-of-memory split."""
+
+from fractions import Fraction
+
+import av
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from sapiens2_stream.cli import main
+from sapiens2_stream.io.synthetic import make_clip
+from sapiens2_stream.runtime.inference import InferenceEngine, Person
+from tests.test_pipeline import config, read_jsonl
+
+
+def encode(path, codec, pix_fmt, frames=3, size=(64, 48), alpha=False):
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream(codec, rate=10)
+        stream.width, stream.height, stream.pix_fmt = size[0], size[1], pix_fmt
+        for i in range(frames):
+            img = np.random.default_rng(i).integers(0, 255, (size[1], size[0], 4 if alpha else 3), dtype=np.uint8)
+            frame = av.VideoFrame.from_ndarray(img, format="rgba" if alpha else "rgb24")
+            frame.pts, frame.time_base = i, Fraction(1, 10)
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path
+
+
+def run(tmp_path, tiny_dir, source, capsys, boxes=((4, 4, 20, 30),), **models):
+    spec = {
+        "source": {"uri": str(source)},
+        "detector": {"type": "fixed", "boxes": [list(b) for b in boxes]},
+        "models": models or {"pose": {"source": str(tiny_dir["pose"]), "input_size": [64, 48]}},
+        "outputs": {"dir": str(tmp_path / "out")},
+    }
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    code = main(["run", str(path), "--no-progress"])
+    err = capsys.readouterr().err
+    return code, err
+
+
+def error_line(err):
+    lines = [line for line in err.splitlines() if line.startswith("sapiens2-stream: error")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda p: p / "missing.mp4", "no such file"),
+        (lambda p: (p / "empty.mp4").write_bytes(b"") and p / "empty.mp4" or p / "empty.mp4", "the file is empty"),
+        (lambda p: (p / "noise.mp4").write_bytes(np.random.default_rng(0).bytes(5000)) and p / "noise.mp4",
+         "cannot open"),
+        (lambda p: (p / "notes.mp4").write_text("not a video\n" * 50) and p / "notes.mp4", "cannot open"),
+    ],
+    ids=["missing", "empty", "corrupt", "text-file"],
+)  # fmt: skip
+def test_unusable_files_fail_with_one_line(tmp_path, tiny_dir, capsys, make, message):
+    code, err = run(tmp_path, tiny_dir, make(tmp_path), capsys)
+    assert code == 2 and message in error_line(err)
+
+
+def test_truncated_file(tmp_path, tiny_dir, capsys):
+    clip = tmp_path / "whole.mp4"
+    make_clip(clip, frames=20)
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(clip.read_bytes()[: clip.stat().st_size // 2])  # the index (moov) is at the end: lost
+    code, err = run(tmp_path, tiny_dir, cut, capsys)
+    assert code == 2 and "cannot open" in error_line(err)
+
+
+def test_audio_only_file(tmp_path, tiny_dir, capsys):
+    path = tmp_path / "sound.m4a"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("aac", rate=48000)
+        frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+        frame.sample_rate = 48000
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            out.mux(packet)
+    code, err = run(tmp_path, tiny_dir, path, capsys)
+    assert code == 2 and "no video stream" in error_line(err)
+
+
+@pytest.mark.parametrize(
+    "name,codec,pix_fmt,alpha",
+    [("gray.mkv", "ffv1", "gray", False), ("tenbit.mp4", "libx264", "yuv420p10le", False),
+     ("rgba.mov", "png", "rgba", True)],
+)  # fmt: skip
+def test_unusual_pixel_formats_are_converted(tmp_path, tiny_dir, capsys, name, codec, pix_fmt, alpha):
+    code, _ = run(tmp_path, tiny_dir, encode(tmp_path / name, codec, pix_fmt, alpha=alpha), capsys)
+    assert code == 0
+    records = read_jsonl(tmp_path / "out" / "results.jsonl")
+    assert len(records) == 3 and len(records[0]["people"][0]["keypoints"]) == 308
+
+
+@pytest.mark.parametrize("size", [(16, 16), (4000, 3000)], ids=["tiny", "huge"])
+def test_tiny_and_huge_frames(tmp_path, tiny_dir, capsys, size):
+    code, _ = run(tmp_path, tiny_dir, encode(tmp_path / "f.mp4", "libx264", "yuv420p", frames=2, size=size), capsys,
+                  boxes=[(0, 0, size[0], size[1])])  # fmt: skip
+    assert code == 0
+    with av.open(str(tmp_path / "out" / "annotated.mp4")) as c:
+        assert c.streams.video[0].frames == 2
+
+
+def test_zero_area_and_out_of_image_boxes(tmp_path, tiny_dir, capsys):
+    clip = tmp_path / "c.mp4"
+    make_clip(clip, frames=3)
+    code, _ = run(tmp_path, tiny_dir, clip, capsys, boxes=[(10, 10, 0, 0), (5000, 5000, 50, 50), (-100, -100, 90, 90)])
+    assert code == 0
+    assert [len(r["people"]) for r in read_jsonl(tmp_path / "out" / "results.jsonl")] == [0, 0, 0]
+
+
+def test_wrong_and_broken_checkpoints(tmp_path, tiny_dir, capsys):
+    clip = tmp_path / "c.mp4"
+    make_clip(clip, frames=2)
+    code, err = run(tmp_path, tiny_dir, clip, capsys, pose={"source": str(tiny_dir["seg"])})
+    assert code == 2 and "holds a seg model, not pose" in error_line(err)
+    weights = next(tiny_dir["pose"].glob("*.safetensors"))
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(weights.read_bytes()[:5000])
+    code, err = run(tmp_path, tiny_dir, clip, capsys, pose={"source": str(cut)})
+    assert code == 2 and "truncated or corrupt" in error_line(err)
+
+
+def test_hub_id_while_offline(tmp_path, tiny_dir, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    clip = tmp_path / "c.mp4"
+    make_clip(clip, frames=2)
+    code, err = run(tmp_path, tiny_dir, clip, capsys, pose={"source": "facebook/sapiens2-pose-0.4b"})
+    assert code == 2 and "HF_HUB_OFFLINE is set" in error_line(err)
+
+
+def test_debug_shows_the_traceback(tmp_path, tiny_dir, capsys):
+    spec = tmp_path / "p.yaml"
+    spec.write_text(yaml.safe_dump({"source": {"uri": str(tmp_path / "nope.mp4")},
+                                    "models": {"pose": {"source": str(tiny_dir["pose"])}}}))  # fmt: skip
+    from sapiens2_stream.errors import Sapiens2StreamError
+
+    with pytest.raises(Sapiens2StreamError, match="no such file"):
+        main(["--debug", "run", str(spec)])
+
+
+# ------------------------------------------------------------------------------------------ memory
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def test_soak_live_path_bounded_memory_and_queues(tmp_path, tiny_dir):
+    """3000 frames from a live source that outruns the models: RSS and queue depths stay bounded."""
+    from sapiens2_stream.runtime.pipeline import Pipeline
+
+    cfg = config(
+        tmp_path, tiny_dir, "lavfi:testsrc2=size=160x120:rate=30", source={"max_frames": 3000},
+        detector={"boxes": [[10, 10, 50, 100]]},
+        models={"pose": {"source": str(tiny_dir["pose"]), "input_size": [64, 48], "flip": "off"}},
+        runtime={"queue_size": 4, "max_frame_age_s": 5.0},
+        outputs={"video": {"enabled": False}, "jsonl": {"enabled": False}},
+    )  # fmt: skip
+    samples = []
+    pipeline = Pipeline(cfg, on_result=lambda r, p: samples.append((p.source.stats.frames, rss_mb())))
+    summary = pipeline.run()
+    assert summary["frames_in"] == 3000 and summary["frames_out"] > 100
+    assert all(q.max_depth <= 4 for q in pipeline.queues)
+    warm = [rss for frames, rss in samples if frames >= 500]
+    assert warm and max(warm) - warm[0] < 100, (warm[0], max(warm))
+
+
+def test_out_of_memory_splits_the_batch(tiny_dir):
+    from sapiens2_stream.config import ModelConfig
+    from sapiens2_stream.io.sources import Frame
+
+    engine = InferenceEngine({"pose": ModelConfig(str(tiny_dir["pose"]), input_size=[64, 48])}, torch.device("cpu"),
+                             torch.float32)  # fmt: skip
+    frame = Frame(0, 0.0, 0.0, np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8))
+    people = lambda: [[Person(i, np.array([10.0 * i, 5, 40, 80]), 1.0) for i in range(6)]]  # noqa: E731
+    expected = engine.run([frame], people())[0]
+    model = engine.models["pose"]
+    original = model.forward
+
+    def small_memory(x, *args, **kwargs):
+        if x.shape[0] > 4:  # flip doubles the batch: only 2 crops fit
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return original(x, *args, **kwargs)
+
+    model.forward = small_memory
+    got = engine.run([frame], people())[0]
+    assert any("out of memory on a batch of 6" in e for e in engine.events)
+    for a, b in zip(expected.people, got.people, strict=True):
+        assert np.allclose(a.keypoints, b.keypoints, atol=1e-4)
