@@ -200,3 +200,10 @@ def test_out_of_memory_splits_the_batch(tiny_dir):
     assert any("out of memory on a batch of 6" in e for e in engine.events)
     for a, b in zip(expected.people, got.people, strict=True):
         assert np.allclose(a.keypoints, b.keypoints, atol=1e-4)
+
+
+def test_unreachable_camera_at_start(tmp_path, tiny_dir, capsys):
+    from tests.test_pipeline import free_port
+
+    code, err = run(tmp_path, tiny_dir, f"rtsp://127.0.0.1:{free_port()}/cam", capsys)
+    assert code == 2 and "cannot open" in error_line(err)

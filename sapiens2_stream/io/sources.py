@@ -121,6 +121,8 @@ class Source:
         self._paths: list[Path] = []
         if self.kind == "file":
             self._probe_file()
+        elif self.live:  # connect once now: an unreachable camera is a configuration error, not a drop
+            self._open().close()
         elif self.kind == "images":
             self._paths = image_paths(cfg.uri)
             self.total_frames = len(self._paths)
@@ -248,8 +250,6 @@ class Source:
             try:
                 container = self._open()
             except Sapiens2StreamError as e:
-                if index == 0 and self.stats.reconnects == 0:
-                    raise  # unreachable on the first try: a wrong address or device, not a drop
                 self.stats.events.append(str(e))
             else:
                 with container:
