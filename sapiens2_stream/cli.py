@@ -59,6 +59,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if summary["interrupted"] else EXIT_OK
 
 
+def cmd_batch(args: argparse.Namespace) -> int:
+    """Many videos, each written to OUTPUT/<name>/ exactly as `run` writes it; resumable through a manifest."""
+    from tqdm import tqdm
+
+    from .config import load_config
+    from .runtime.batch import expand_inputs, run_batch
+
+    videos = expand_inputs(args.inputs)
+    config = load_config(args.pipeline, args.set, str(videos[0]), args.output)
+    bar = tqdm(total=len(videos), unit="video", disable=args.no_progress, file=sys.stderr, desc="batch")
+
+    def on_video(video, result) -> None:
+        bar.update(1)
+        bar.set_postfix_str(f"{'failed' if 'error' in result else 'done'}: {video.name}", refresh=False)
+
+    try:
+        summary = run_batch(
+            config, [str(v) for v in videos], args.output, args.ray, args.workers, args.retries, on_video
+        )
+    finally:
+        bar.close()
+    bar.write(f"done {len(summary['done'])}, skipped (already done) {len(summary['skipped'])}, "
+              f"failed {len(summary['failed'])}; manifest: {args.output}/manifest.json", file=sys.stderr)  # fmt: skip
+    for video, reason in summary["failed"].items():
+        print(f"failed: {video}: {reason}", file=sys.stderr)
+    return EXIT_RUNTIME if summary["failed"] else EXIT_OK
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from .config import load_config
 
@@ -133,6 +161,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(run)
     run.add_argument("--resume", action="store_true", help="continue an interrupted run in the same --output")
     run.set_defaults(func=cmd_run)
+
+    batch = sub.add_parser("batch", help="process many videos in parallel (locally or on a Ray cluster), resumably")
+    batch.add_argument("pipeline", help="pipeline YAML (its source is replaced by each input)")
+    batch.add_argument("inputs", nargs="+", help="video files, globs, or .txt/.lst files listing one path per line")
+    batch.add_argument("--output", required=True, help="batch output folder: one subfolder per video + manifest.json")
+    batch.add_argument(
+        "--ray", metavar="ADDRESS", help="run on Ray: 'local' (start one here), 'auto', or ray://host:port"
+    )
+    batch.add_argument("--workers", type=int, help="Ray actors (default: one per GPU, else one per 4 CPUs)")
+    batch.add_argument("--retries", type=int, default=2, help="tries after the first failure of a video (default 2)")
+    batch.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a YAML key")
+    batch.add_argument("--no-progress", action="store_true")
+    batch.set_defaults(func=cmd_batch)
 
     validate = sub.add_parser("validate", help="check a pipeline YAML without running it")
     validate.add_argument("pipeline")

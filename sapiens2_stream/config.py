@@ -96,6 +96,7 @@ class RuntimeConfig:
     policy: Literal["auto", "block", "latest", "drop_oldest"] = "auto"  # auto: block for files, latest for live
     max_frame_age_s: float = 1.0  # live, unless policy is block: older frames are dropped before inference
     threads: int | None = None  # torch CPU threads
+    compile: Literal["auto", "on", "off"] = "auto"  # torch.compile with batches padded to buckets; auto: CUDA only
 
 
 @dataclass

@@ -50,9 +50,16 @@ class DeconvHead(nn.Module):
         self.predictor_name = predictor_name
         self.add_module(predictor_name, nn.Conv2d((cfg.conv_channels or (ch,))[-1], cfg.num_outputs, 1))
 
+    @property
+    def predictor(self) -> nn.Conv2d:
+        return getattr(self, self.predictor_name)
+
+    def trunk(self, features: torch.Tensor) -> torch.Tensor:
+        """Everything before the 1x1 predictor."""
+        return self.conv_layers(self.deconv_layers(features))
+
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        x = self.conv_layers(self.deconv_layers(features))
-        return getattr(self, self.predictor_name)(x)
+        return self.predictor(self.trunk(features))
 
 
 class PixelShuffleHead(nn.Module):
@@ -91,11 +98,19 @@ class PixelShuffleHead(nn.Module):
     def has_scale(self) -> bool:
         return hasattr(self, "scale_final_layer")
 
-    def forward(self, features: torch.Tensor) -> torch.Tensor:
+    @property
+    def predictor(self) -> nn.Conv2d:
+        return getattr(self, self.predictor_name)
+
+    def trunk(self, features: torch.Tensor) -> torch.Tensor:
+        """Everything before the 1x1 predictor."""
         x = self.input_conv(features)
         for block in self.upsample_blocks:
             x = block(x)
-        return getattr(self, self.predictor_name)(self.conv_layers(x))
+        return self.conv_layers(x)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.predictor(self.trunk(features))
 
     def scale(self, features: torch.Tensor, trained_grid: tuple[int, int]) -> torch.Tensor:
         """Canonical / actual focal length, [B, 1], from the backbone feature map at any resolution.

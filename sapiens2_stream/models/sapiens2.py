@@ -126,6 +126,32 @@ class Sapiens2(nn.Module):
         matte = out.sigmoid()
         return MattingOutput(alphas=matte[:, 3:], foregrounds=matte[:, :3], **extras)
 
+    def flip_tta(self, pixel_values: torch.Tensor, channel_order) -> torch.Tensor:
+        """Raw head output averaged over the input and its mirror (channels mirrored back through
+        `channel_order`), with the mirror-back done on the predictor's input features and fused into one 1x1
+        conv. Cheaper than mirroring outputs when the predictor has more outputs than inputs (pose: 308 heatmaps
+        from 256 features), and equal to it up to float rounding."""
+        n = pixel_values.shape[0]
+        both = torch.cat([pixel_values, pixel_values.flip(-1)])
+        tokens, _ = self.backbone(both)
+        trunk = self.decode_head.trunk(self.backbone.to_feature_map(tokens, self.backbone.grid(both)))
+        features = torch.cat([trunk[:n], trunk[n:].flip(-1)], dim=1)
+        weight, bias = flip_merged_predictor(self.decode_head.predictor, channel_order)
+        return F.conv2d(features, weight, bias)
+
+
+def flip_merged_predictor(conv: nn.Conv2d, channel_order) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weights of one 1x1 conv over [features, mirrored features] that outputs the flip-TTA average directly.
+
+    A 1x1 conv commutes with a horizontal mirror, so mirroring back the output of the mirrored input equals the
+    conv of the mirrored-back features with its output channels reordered: avg = (W a + W[order] b' + bias +
+    bias[order]) / 2, one conv of 2C inputs.
+    """
+    order = torch.as_tensor(list(channel_order), device=conv.weight.device)
+    weight = torch.cat([conv.weight, conv.weight[order]], dim=1) / 2
+    bias = (conv.bias + conv.bias[order]) / 2
+    return weight, bias
+
 
 def pose_loss(
     heatmaps: torch.Tensor,

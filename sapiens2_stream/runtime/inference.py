@@ -14,7 +14,7 @@ from ..io.sources import Frame
 from ..models import load_model, pose_metadata, seg_metadata
 from ..processing import crop_persons, decode_heatmaps, mattes, merge_flip, prepare_frames, with_flipped
 from ..processing.dense import metric_pointmaps, seg_labels, unit_normals
-from .device import ModelStreams
+from .device import ModelStreams, compile_model, pad_to_bucket
 
 KEEP_ASPECT = {"seg": False, "matting": False, "normal": True, "pointmap": True}
 # how each output is mirrored back after flip TTA: (merge kind, channel order)
@@ -57,8 +57,12 @@ def chunks(n: int, size: int) -> list[slice]:
 class InferenceEngine:
     """Holds the loaded models and runs them on micro-batches; everything stays on the device until the end."""
 
-    def __init__(self, models: dict[str, ModelConfig], device: torch.device, dtype: torch.dtype) -> None:
+    def __init__(
+        self, models: dict[str, ModelConfig], device: torch.device, dtype: torch.dtype, compiled: bool = False
+    ) -> None:
+        """`compiled`: run torch.compile'd models on batches padded to a few bucket sizes (static shapes)."""
         self.cfg = models
+        self.compiled = compiled
         self.device, self.dtype = device, dtype
         self.models = {}
         for task, cfg in models.items():
@@ -66,6 +70,13 @@ class InferenceEngine:
             if model.task != task:
                 raise Sapiens2StreamError(f"models.{task}.source {cfg.source!r} holds a {model.task} model, not {task}")
             self.models[task] = model
+        self.runners = {t: compile_model(m, device) if compiled else m for t, m in self.models.items()}
+        # Pose flip TTA mirrors back the predictor's inputs instead of its 308 outputs when those are fewer.
+        self.fused_flip = set()
+        if "pose" in self.models and not compiled:
+            predictor = self.models["pose"].decode_head.predictor
+            if predictor.in_channels < predictor.out_channels:
+                self.fused_flip.add("pose")
         self.streams = ModelStreams(device, list(self.models))
         self.events: list[str] = []
 
@@ -89,8 +100,12 @@ class InferenceEngine:
     def _forward(self, task: str, x: torch.Tensor, flip: bool) -> dict[str, torch.Tensor | None]:
         """The task's outputs for batch x, flip TTA merged in. A batch that runs out of device memory is split
         in two and retried (recursively), and the split is reported in `events`."""
+        n = x.shape[0]
+        batch = pad_to_bucket(x) if self.compiled else x
         try:
-            out = self.models[task](with_flipped(x) if flip else x)
+            if flip and task in self.fused_flip:
+                return {"heatmaps": self.models[task].flip_tta(batch, MERGES[task]["heatmaps"][1])[:n]}
+            out = self.runners[task](with_flipped(batch) if flip else batch)
         except torch.OutOfMemoryError:
             if x.shape[0] == 1:
                 raise Sapiens2StreamError(
@@ -102,10 +117,12 @@ class InferenceEngine:
             self.events.append(f"{task}: out of memory on a batch of {x.shape[0]}; split it in two and continued")
             first, second = self._forward(task, x[:half], flip), self._forward(task, x[half:], flip)
             return {k: None if v is None else torch.cat([v, second[k]]) for k, v in first.items()}
-        merged = {}
+        merged: dict[str, torch.Tensor | None] = {}
         for name, (kind, order) in MERGES[task].items():
             value = getattr(out, name)
-            merged[name] = merge_flip(value, kind, order) if flip and value is not None else value
+            if value is not None and flip:
+                value = merge_flip(value, kind, order)
+            merged[name] = None if value is None else value[:n]  # drop the bucket padding
         return merged
 
     def _pose(self, results: list[FrameResult], flip: bool) -> None:

@@ -14,12 +14,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 
 from ..config import PipelineConfig
-from ..detect import make_detector
+from ..detect import Detector, make_detector
 from ..io.sinks import make_sinks
 from ..io.sources import LIVE_KINDS, Source, resolve_kind
 from ..track import OnlineSmoother, Tracker
@@ -30,12 +30,32 @@ from .queues import END, EdgeQueue, gather_batch
 from .resume import prepare_resume
 
 
+@dataclass
+class LoadedModels:
+    """What is expensive to load and can serve many runs: the Sapiens2 models and the person detector."""
+
+    device: torch.device
+    dtype: torch.dtype
+    engine: InferenceEngine
+    detector: Detector
+
+
+def load_models(cfg: PipelineConfig) -> LoadedModels:
+    rt = cfg.runtime
+    device = resolve_device(rt.device)
+    dtype = resolve_dtype(rt.dtype, device)
+    compiled = rt.compile == "on" or (rt.compile == "auto" and device.type == "cuda")
+    engine = InferenceEngine(cfg.enabled_models(), device, dtype, compiled)
+    return LoadedModels(device, dtype, engine, make_detector(cfg.detector, str(device)))
+
+
 class Pipeline:
     def __init__(
         self, cfg: PipelineConfig, on_result: Callable[[FrameResult, Pipeline], None] | None = None,
-        resume: bool = False,
+        resume: bool = False, loaded: LoadedModels | None = None,
     ) -> None:  # fmt: skip
-        """`resume`: continue the interrupted run recorded in the output folder (files and image folders)."""
+        """`resume`: continue the interrupted run recorded in the output folder (files and image folders).
+        `loaded`: models and detector already loaded (batch workers reuse them across videos)."""
         kind = cfg.source.kind if cfg.source.kind != "auto" else resolve_kind(cfg.source.uri)
         self.resumed = prepare_resume(cfg, kind in LIVE_KINDS) if resume else None
         if self.resumed is not None:
@@ -51,10 +71,9 @@ class Pipeline:
         self.policy = rt.policy if rt.policy != "auto" else ("latest" if self.source.live else "block")
         if rt.threads:
             torch.set_num_threads(rt.threads)
-        self.device = resolve_device(rt.device)
-        self.dtype = resolve_dtype(rt.dtype, self.device)
-        self.engine = InferenceEngine(cfg.enabled_models(), self.device, self.dtype)
-        self.detector = make_detector(cfg.detector, str(self.device))
+        loaded = loaded or load_models(cfg)
+        self.device, self.dtype = loaded.device, loaded.dtype
+        self.engine, self.detector = loaded.engine, loaded.detector
         self.tracker = Tracker(cfg.tracker)
         if self.resumed is not None:
             self.tracker.next_id = self.resumed.max_track_id + 1

@@ -1,0 +1,55 @@
+"""The inference engine's batch handling: out-of-memory splitting and bucket padding for compiled graphs."""
+
+import numpy as np
+import torch
+
+from sapiens2_stream.runtime.inference import InferenceEngine, Person
+
+
+def assert_same_people(expected, got):
+    """Same peaks; same keypoints except where DARK is ill-conditioned on random heatmaps (see test_processing):
+    there a change of batch size, which changes float rounding, can move a point."""
+    for a, b in zip(expected, got, strict=True):
+        assert np.allclose(a.keypoint_scores, b.keypoint_scores, atol=1e-4)
+        error = np.abs(a.keypoints - b.keypoints).max(-1)
+        assert (error < 0.01).mean() > 0.95 and np.median(error) < 1e-3
+
+
+def test_out_of_memory_splits_the_batch(tiny_dir):
+    from sapiens2_stream.config import ModelConfig
+    from sapiens2_stream.io.sources import Frame
+
+    engine = InferenceEngine({"pose": ModelConfig(str(tiny_dir["pose"]), input_size=[64, 48])}, torch.device("cpu"),
+                             torch.float32)  # fmt: skip
+    frame = Frame(0, 0.0, 0.0, np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8))
+    people = lambda: [[Person(i, np.array([10.0 * i, 5, 40, 80]), 1.0) for i in range(6)]]  # noqa: E731
+    expected = engine.run([frame], people())[0]
+    backbone = engine.models["pose"].backbone  # every path (fused flip or not) goes through it
+    original = backbone.forward
+
+    def small_memory(x, *args, **kwargs):
+        if x.shape[0] > 4:  # flip doubles the batch: only 2 crops fit
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return original(x, *args, **kwargs)
+
+    backbone.forward = small_memory
+    got = engine.run([frame], people())[0]
+    assert any("out of memory on a batch of 6" in e for e in engine.events)
+    assert_same_people(expected.people, got.people)
+
+
+def test_bucket_padding_gives_the_same_outputs(tiny_dir, monkeypatch):
+    """The compiled path pads batches to bucket sizes; outputs for the real items must not change."""
+    from sapiens2_stream.config import ModelConfig
+    from sapiens2_stream.io.sources import Frame
+    from sapiens2_stream.runtime import device as device_module
+    from sapiens2_stream.runtime import inference
+
+    assert [device_module.bucket_size(n) for n in (1, 3, 5, 9, 33, 100)] == [1, 4, 8, 16, 64, 100]
+    monkeypatch.setattr(inference, "compile_model", lambda model, device: model)  # compiling itself: GPU sessions
+    cfg = {"pose": ModelConfig(str(tiny_dir["pose"]), input_size=[64, 48], flip="on")}
+    plain = InferenceEngine(cfg, torch.device("cpu"), torch.float32)
+    padded = InferenceEngine(cfg, torch.device("cpu"), torch.float32, compiled=True)
+    frame = Frame(0, 0.0, 0.0, np.random.default_rng(1).integers(0, 255, (120, 160, 3), dtype=np.uint8))
+    people = lambda: [[Person(i, np.array([12.0 * i, 5, 40, 80]), 1.0) for i in range(5)]]  # noqa: E731
+    assert_same_people(plain.run([frame], people())[0].people, padded.run([frame], people())[0].people)
