@@ -123,16 +123,22 @@ def wait_until_caught_up(pipeline, fps=30, timeout=60):
     raise AssertionError("the source never settled to the camera's pace")
 
 
-def test_camera_drop_reconnects_and_resolution_change(tmp_path, tiny_dir):
-    """The RTSP server is killed (a camera drop), then restarted serving a different resolution."""
+def camera_pipeline(tmp_path, tiny_dir, max_frames, timeout_s):
+    """A looping RTSP camera on 127.0.0.1 and a pipeline (block policy: nothing dropped) that reads it."""
     folder = tmp_path / "served"
     make_clip(folder / "cam.mp4", frames=60, size=(240, 320), people=1)
     port = free_port()
     server = start_rtsp_server(folder, port)
     cfg = config(tmp_path, tiny_dir, f"rtsp://127.0.0.1:{port}/cam.mp4?play_count=0",
-                 source={"max_frames": 40, "timeout_s": 2, "reconnect": {"initial_s": 0.2, "max_s": 1.0}},
+                 source={"max_frames": max_frames, "timeout_s": timeout_s,
+                         "reconnect": {"initial_s": 0.2, "max_s": 1.0}},
                  runtime={"policy": "block"})  # fmt: skip
-    pipeline = Pipeline(cfg)
+    return folder, port, server, Pipeline(cfg)
+
+
+def test_camera_drop_reconnects_and_resolution_change(tmp_path, tiny_dir):
+    """The RTSP server is killed (a camera drop), then restarted serving a different resolution."""
+    folder, port, server, pipeline = camera_pipeline(tmp_path, tiny_dir, max_frames=40, timeout_s=2)
     thread, box = run_in_thread(pipeline)
     jsonl = tmp_path / "out" / "results.jsonl"
     try:
@@ -158,14 +164,7 @@ def test_camera_drop_reconnects_and_resolution_change(tmp_path, tiny_dir):
 
 
 def test_stalled_stream_times_out_and_reconnects(tmp_path, tiny_dir):
-    folder = tmp_path / "served"
-    make_clip(folder / "cam.mp4", frames=60, size=(240, 320), people=1)
-    port = free_port()
-    server = start_rtsp_server(folder, port)
-    cfg = config(tmp_path, tiny_dir, f"rtsp://127.0.0.1:{port}/cam.mp4?play_count=0",
-                 source={"max_frames": 150, "timeout_s": 1.5, "reconnect": {"initial_s": 0.2, "max_s": 1.0}},
-                 runtime={"policy": "block"})  # fmt: skip
-    pipeline = Pipeline(cfg)
+    _, _, server, pipeline = camera_pipeline(tmp_path, tiny_dir, max_frames=150, timeout_s=1.5)
     thread, box = run_in_thread(pipeline)
     try:
         wait_until_caught_up(pipeline)

@@ -70,13 +70,14 @@ class JsonlSink(Sink):
         self.file.close()
 
 
-def annotate(result, draw: list[str], threshold: float) -> np.ndarray:
-    """The frame with the requested layers drawn: seg overlay, matting composite, boxes with ids, skeletons."""
+def annotate(result, draw: list[str], threshold: float, background=(0, 177, 64)) -> np.ndarray:
+    """The frame with the requested layers drawn: seg overlay, matting composite (over `background`), boxes with
+    ids, skeletons."""
     img = result.frame.rgb.copy()
     if "seg" in draw and result.seg is not None:
         draw_seg(img, result.seg)
     if "matting" in draw and result.alpha is not None:
-        img = matte_composite(result, (0, 177, 64))
+        img = matte_composite(result, background)
     for p in result.people:
         if "boxes" in draw:
             draw_box(img, p.box, f"id {p.track_id}")
@@ -107,14 +108,18 @@ def open_writer(path: Path, fps: float | None, video_cfg, resume=None) -> VideoW
 
 
 class VideoSink(Sink):
-    def __init__(self, path: Path, fps: float | None, cfg, audio_source: str | None, resume=None) -> None:
+    def __init__(
+        self, path: Path, fps: float | None, cfg, audio_source: str | None, resume=None, background=(0, 177, 64)
+    ) -> None:
         self.writer = open_writer(path, fps, cfg, resume)
         self.cfg = cfg
+        self.background = background
         self.audio_source = audio_source if cfg.copy_audio else None
         self.last_pts: float | None = None
 
     def write(self, result) -> None:
-        self.writer.write(annotate(result, self.cfg.draw, self.cfg.keypoint_threshold), result.frame.pts_s)
+        img = annotate(result, self.cfg.draw, self.cfg.keypoint_threshold, self.background)
+        self.writer.write(img, result.frame.pts_s)
         self.last_pts = result.frame.pts_s
 
     def close(self) -> None:
@@ -186,8 +191,9 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
     sinks: list[Sink] = []
     if o.jsonl.enabled:
         sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append=resume is not None))
+    background = matting_background(o.matting.background) if cfg.models.matting is not None else (0, 177, 64)
     if o.video.enabled:
-        sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume))
+        sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background))
     if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
         sinks.append(MattingSink(out, source.fps, o.matting, o.video, resume))
     if o.tracks.enabled:
@@ -197,7 +203,6 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
         sinks.append(tracks)
     if o.display:
         if cfg.models.matting is not None:
-            background = matting_background(o.matting.background)
             render = lambda r: matte_composite(r, background) if r.alpha is not None else r.frame.rgb  # noqa: E731
         else:
             render = lambda r: annotate(r, o.video.draw, o.video.keypoint_threshold)  # noqa: E731

@@ -116,7 +116,6 @@ class Source:
         self.stats = SourceStats()
         self.total_frames: int | None = None
         self.fps: float | None = None
-        self.size: tuple[int, int] | None = None  # (height, width) of the first frame
         self.audio_path: str | None = None  # a file whose audio the video sink can copy
         self._paths: list[Path] = []
         if self.kind == "file":
@@ -190,8 +189,6 @@ class Source:
 
     def _emit(self, index: int, pts_s: float, rgb: np.ndarray) -> Frame:
         self.stats.frames += 1
-        if self.size is None:
-            self.size = rgb.shape[:2]
         return Frame(index, pts_s, time.time(), rgb)
 
     def _image_frames(self, stop: threading.Event) -> Iterator[Frame]:

@@ -243,7 +243,7 @@ def check_state_dict(expected: Mapping[str, torch.Tensor], found: Mapping[str, t
         )
 
 
-def round_trip_periods(theta: float, head_dim: int) -> torch.Tensor:
+def rope_periods(theta: float, head_dim: int) -> torch.Tensor:
     """The `rope_embed.periods` buffer released files carry: theta^(4i/d) for i < d/4."""
     return theta ** (torch.arange(head_dim // 4, dtype=torch.float32) * 4 / head_dim)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .checkpoint import round_trip_periods, split_pretrain_prefix
+from .checkpoint import rope_periods, split_pretrain_prefix
 from .config import TASK_OUTPUTS, TASKS, BackboneConfig, HeadConfig, ModelConfig, to_transformers_config
 from .sapiens2 import Sapiens2
 
@@ -58,7 +58,7 @@ def released_state_dict(model: Sapiens2) -> dict[str, torch.Tensor]:
     """The state_dict as the released files lay it out (pretrain without prefix, RoPE periods included)."""
     sd = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     b = model.config.backbone
-    sd["backbone.rope_embed.periods"] = round_trip_periods(b.rope_theta, b.head_dim)
+    sd["backbone.rope_embed.periods"] = rope_periods(b.rope_theta, b.head_dim)
     return split_pretrain_prefix(sd) if model.task == "pretrain" else sd
 
 

@@ -16,9 +16,10 @@ class Metrics:
     frames_out: int = 0
     stale: int = 0  # live frames older than max_frame_age_s, dropped before inference
 
-    def stage(self, name: str, ms_per_frame: float, batch: int) -> None:
+    def stage(self, name: str, ms_per_frame: float, batch: int | None = None) -> None:
         self.stage_ms[name].append(ms_per_frame)
-        self.batch_sizes[name].append(batch)
+        if batch is not None:
+            self.batch_sizes[name].append(batch)
 
     @staticmethod
     def percentiles(values: list[float]) -> tuple[float, float]:

@@ -81,6 +81,7 @@ class Pipeline:
         self.smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
         self.sinks = make_sinks(cfg, self.source, self.request_stop, self.resumed)
         self.queues: list[EdgeQueue] = []
+        self._drops_seen = 0  # frame-queue drops already taken into account by under_load()
         self.started = 0.0
 
     # ------------------------------------------------------------------------------------------- control
@@ -189,7 +190,7 @@ class Pipeline:
             sink.write(result)
         self.metrics.frames_out += 1
         self.metrics.frame_age_ms.append((time.time() - result.frame.wall_s) * 1e3)
-        self.metrics.stage("write", (time.perf_counter() - start) * 1e3, 1)
+        self.metrics.stage("write", (time.perf_counter() - start) * 1e3)
         if self.on_result is not None:
             self.on_result(result, self)
 
@@ -213,7 +214,6 @@ class Pipeline:
         people = EdgeQueue("detections", rt.queue_size, "block")
         results = EdgeQueue("results", rt.queue_size, "block")
         self.queues = [frames, people, results]
-        self._drops_seen = 0
         loop = asyncio.get_running_loop()
         installed = []
         for sig in (signal.SIGINT, signal.SIGTERM):
