@@ -168,3 +168,45 @@ def test_demo_runs_offline(tmp_path):
     assert "RANDOM" in out.stderr
     assert len(read_jsonl(tmp_path / "demo" / "results.jsonl")) == 6
     assert len(video_times(tmp_path / "demo" / "annotated.mp4")) == 6
+
+
+def test_track_exports_parquet_and_trc(tmp_path, tiny_dir, clip):
+    import pyarrow.parquet as pq
+
+    tracks = {"enabled": True, "formats": ["npz", "parquet", "trc"]}
+    cfg = config(tmp_path, tiny_dir, clip, outputs={"tracks": tracks, "video": {"enabled": False}},
+                 smoothing={"method": "rts"})  # fmt: skip
+    Pipeline(cfg).run()
+    tracks = tmp_path / "out" / "tracks"
+    npz = np.load(tracks / "track_0001.npz")
+    table = pq.read_table(tracks / "track_0001.parquet")
+    assert table.num_rows == 24 and {"frame_index", "pts", "keypoints_smoothed", "coco17_scores"} <= set(
+        table.column_names
+    )
+    assert np.allclose(np.array(table["keypoints_raw"].to_pylist()).reshape(24, 308, 2), npz["keypoints_raw"])
+    assert list(npz["coco17_names"][[9, 10]]) == ["left_wrist", "right_wrist"]
+    assert np.allclose(npz["coco17_raw"][:, 9], npz["keypoints_raw"][:, 62])  # COCO left wrist is 308-index 62
+    lines = (tracks / "track_0001.trc").read_text().splitlines()
+    assert lines[0].startswith("PathFileType\t4") and lines[2].split("\t")[2:4] == ["24", "17"]
+    first = lines[6].split("\t")
+    assert float(first[2]) == pytest.approx(npz["coco17_smoothed"][0, 0, 0], abs=1e-3)
+    assert float(first[3]) == pytest.approx(-npz["coco17_smoothed"][0, 0, 1], abs=1e-3)  # Y up
+
+
+def test_yolo_detector_offline(tmp_path, monkeypatch):
+    """Ultralytics from a model .yaml (random init, no download): persons only, COCO xywh + score."""
+    monkeypatch.setenv("YOLO_CONFIG_DIR", str(tmp_path / "yolo"))
+    from sapiens2_stream.config import DetectorConfig
+    from sapiens2_stream.detect import make_detector
+
+    detector = make_detector(DetectorConfig(weights="yolo11n.yaml", conf=0.0, min_size=0, max_people=7))
+    frame = np.random.default_rng(0).integers(0, 255, (240, 320, 3), dtype=np.uint8)
+    (boxes,) = detector.detect([frame])
+    assert boxes.shape[1] == 5 and len(boxes) <= 7 and boxes.dtype == np.float32
+    if len(boxes):
+        assert (boxes[:, 2:4] >= 0).all() and (boxes[:, 0] + boxes[:, 2] <= 320 + 1).all()
+    monkeypatch.setenv("YOLO_OFFLINE", "1")
+    from sapiens2_stream.errors import Sapiens2StreamError
+
+    with pytest.raises(Sapiens2StreamError, match="not a local file and YOLO_OFFLINE is set"):
+        make_detector(DetectorConfig(weights="yolo11n.pt"))
