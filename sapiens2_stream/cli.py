@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 from .errors import Sapiens2StreamError
@@ -72,7 +71,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
     def on_video(video, result) -> None:
         bar.update(1)
-        bar.set_postfix_str(f"{'failed' if 'error' in result else 'done'}: {video.name}", refresh=False)
+        status = "failed" if "error" in result else "skipped" if "skipped" in result else "done"
+        bar.set_postfix_str(f"{status}: {video.name}", refresh=False)
 
     try:
         summary = run_batch(
@@ -103,14 +103,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .models import make_tiny_checkpoints
 
     out = Path(args.output)
-    work = Path(tempfile.mkdtemp(prefix="sapiens2-demo-"))
     source = args.source
     size = (240, 320)
     frames = args.max_frames or 30
     if source is None:
         source = str(out / "demo_input.mp4")
         make_clip(source, frames=frames, size=size, people=2)
-    models = make_tiny_checkpoints(work / "models", ("pose", "seg"))
+    models = make_tiny_checkpoints(out / "tiny-models", ("pose", "seg"))
     detector = {"type": "yolo", "weights": "yolo11n.yaml", "conf": 0.01} if args.detector == "yolo" else {
         "type": "fixed", "boxes": [figure_box(frames // 2, frames, size, p).tolist() for p in range(2)],
     }  # fmt: skip

@@ -138,6 +138,9 @@ def run_batch(
     manifest = Manifest(out)
     todo = [v for v in videos if not manifest.done(v)]
     skipped = [str(v) for v in videos if v not in todo]
+    for video in videos:
+        if str(video) in skipped and on_video is not None:
+            on_video(video, {"skipped": True})
     attempts = {v: 0 for v in todo}
     done, failed = [], {}
 
