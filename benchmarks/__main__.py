@@ -25,6 +25,7 @@ def main() -> None:
     rows = []
     for module in (model_forward, processing, smoothing, pipeline):
         rows += module.run()
+    rows += model_forward.run_compiled()
     print_table(rows)
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)

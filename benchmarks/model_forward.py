@@ -9,6 +9,7 @@ import torch
 
 from benchmarks.common import median_seconds, print_table
 from sapiens2_stream.models import load_model
+from sapiens2_stream.runtime.device import compile_model
 
 # A 0.1b-like backbone with the real pose head structure, at half resolution, so a CPU run takes seconds.
 BACKBONE = dict(
@@ -44,6 +45,15 @@ def run(batch: int = 2, repeats: int = 3) -> list[dict]:
     ours = load_model(ref.state_dict())
     x = torch.randn(batch, 3, *SIZE)
     return [compare(ref.to(dtype), ours.to(dtype), x.to(dtype), repeats) for dtype in (torch.float32, torch.bfloat16)]
+
+
+def run_compiled(batch: int = 2, repeats: int = 3) -> list[dict]:
+    """Ours with `runtime.compile: on` (static shapes). Compilation (about 25 s here) is not timed; run last, as
+    the compiler's worker processes linger and would disturb later measurements."""
+    ref = reference_pose_model()
+    compiled = compile_model(load_model(ref.state_dict()), torch.device("cpu"))
+    row = compare(ref, compiled, torch.randn(batch, 3, *SIZE), repeats)
+    return [row | {"name": row["name"] + ", ours compiled"}]
 
 
 if __name__ == "__main__":
