@@ -82,6 +82,16 @@ def test_bf16_close_to_fp32(tiny_dir):
                 assert (value - other).abs().max() / value.abs().max() < 0.05, (task, name)
 
 
+def test_fp16_runs(tiny_dir):
+    """fp16 loads and runs (bf16 is the recommended low precision: Sapiens2 was trained in it)."""
+    x = torch.randn(1, 3, 128, 96)
+    ref, half = load_model(tiny_dir["pose"]), load_model(tiny_dir["pose"], dtype="fp16")
+    with torch.inference_mode():
+        a, b = ref(x).heatmaps, half(x.half()).heatmaps.float()
+    assert half.backbone.cls_token.dtype == torch.float16
+    assert (a - b).norm() / a.norm() < 0.01
+
+
 def test_metadata_exposed_on_pose_and_seg_models(tiny_dir):
     pose, seg = load_model(tiny_dir["pose"]), load_model(tiny_dir["seg"])
     meta = pose.pose_metadata

@@ -210,3 +210,31 @@ def test_yolo_detector_offline(tmp_path, monkeypatch):
 
     with pytest.raises(Sapiens2StreamError, match="not a local file and YOLO_OFFLINE is set"):
         make_detector(DetectorConfig(weights="yolo11n.pt"))
+
+
+def test_http_stream(tmp_path, tiny_dir, clip):
+    """An HTTP source (a local http.server on 127.0.0.1 serving the clip)."""
+    import shutil
+
+    folder = tmp_path / "web"
+    folder.mkdir()
+    shutil.copy(clip, folder / "clip.mp4")
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=folder,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        cfg = config(tmp_path, tiny_dir, f"http://127.0.0.1:{port}/clip.mp4", source={"max_frames": 10},
+                     runtime={"policy": "block"})  # fmt: skip
+        summary = Pipeline(cfg).run()
+    finally:
+        server.kill()
+    assert summary["frames_out"] == 10 and [r["frame"] for r in read_jsonl(tmp_path / "out" / "results.jsonl")] == list(
+        range(10)
+    )
