@@ -1,4 +1,4 @@
-"""The `sapiens2-stream` command line: run | validate | demo | models.
+"""The `sapiens2-stream` command line: run | batch | validate | demo | models.
 
 Exit codes: 0 done, 2 usage or configuration error, 1 runtime failure, 130 interrupted (outputs complete up
 to the interruption; `run --resume` continues).
@@ -21,13 +21,17 @@ class RuntimeFailure(Exception):
     """Wraps an error raised after the pipeline started, so it exits 1 rather than 2."""
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--source", help="input: video file, rtsp://..., webcam:0, lavfi:..., image folder or glob")
-    p.add_argument("--output", help="output folder (outputs.dir)")
+def add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a YAML key, e.g. runtime.device=cpu"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar or status line")
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", help="input: video file, rtsp://..., webcam:0, lavfi:..., image folder or glob")
+    p.add_argument("--output", help="output folder (outputs.dir)")
+    add_common_options(p)
 
 
 def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
@@ -110,11 +114,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         source = str(out / "demo_input.mp4")
         make_clip(source, frames=frames, size=size, people=2)
     models = make_tiny_checkpoints(out / "tiny-models", ("pose", "seg"))
-    detector = {"type": "yolo", "weights": "yolo11n.yaml", "conf": 0.01} if args.detector == "yolo" else {
-        "type": "fixed", "boxes": [figure_box(frames // 2, frames, size, p).tolist() for p in range(2)],
-    }  # fmt: skip
-    if args.detector == "full_frame":
-        detector = {"type": "full_frame"}
+    detector = {
+        "fixed": {"type": "fixed", "boxes": [figure_box(frames // 2, frames, size, p).tolist() for p in range(2)]},
+        "yolo": {"type": "yolo", "weights": "yolo11n.yaml", "conf": 0.01},
+        "full_frame": {"type": "full_frame"},
+    }[args.detector]
     config = from_dict(PipelineConfig, {
         "name": "demo",
         "source": {"uri": source, "max_frames": args.max_frames},
@@ -170,8 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     batch.add_argument("--workers", type=int, help="Ray actors (default: one per GPU, else one per 4 CPUs)")
     batch.add_argument("--retries", type=int, default=2, help="tries after the first failure of a video (default 2)")
-    batch.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a YAML key")
-    batch.add_argument("--no-progress", action="store_true")
+    add_common_options(batch)
     batch.set_defaults(func=cmd_batch)
 
     validate = sub.add_parser("validate", help="check a pipeline YAML without running it")

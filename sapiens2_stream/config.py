@@ -89,7 +89,7 @@ class SmoothingConfig:
 @dataclass
 class RuntimeConfig:
     device: str = "auto"  # auto, cpu, cuda, cuda:1
-    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA and on CPUs with native bf16
     max_wait_ms: float = 20.0  # how long the batcher waits to fill a batch
     max_frames_per_batch: int = 4
     queue_size: int = 8

@@ -21,6 +21,8 @@ from ..processing.dense import composite
 from .draw import draw_box, draw_pose, draw_seg
 from .video import VideoWriter, copy_audio
 
+GREEN_SCREEN = (0, 177, 64)
+
 
 class Sink:
     def write(self, result) -> None:
@@ -70,7 +72,7 @@ class JsonlSink(Sink):
         self.file.close()
 
 
-def annotate(result, draw: list[str], threshold: float, background=(0, 177, 64)) -> np.ndarray:
+def annotate(result, draw: list[str], threshold: float, background=GREEN_SCREEN) -> np.ndarray:
     """The frame with the requested layers drawn: seg overlay, matting composite (over `background`), boxes with
     ids, skeletons."""
     img = result.frame.rgb.copy()
@@ -108,9 +110,7 @@ def open_writer(path: Path, fps: float | None, video_cfg, resume=None) -> VideoW
 
 
 class VideoSink(Sink):
-    def __init__(
-        self, path: Path, fps: float | None, cfg, audio_source: str | None, resume=None, background=(0, 177, 64)
-    ) -> None:
+    def __init__(self, path: Path, fps: float | None, cfg, audio_source: str | None, resume, background) -> None:
         self.writer = open_writer(path, fps, cfg, resume)
         self.cfg = cfg
         self.background = background
@@ -141,8 +141,8 @@ def matting_background(background):
 class MattingSink(Sink):
     """Composite video over a colour, an image or a blur of the frame, and optionally the alpha as a video."""
 
-    def __init__(self, out_dir: Path, fps: float | None, cfg, video_cfg, resume=None) -> None:
-        self.background = matting_background(cfg.background)
+    def __init__(self, out_dir: Path, fps: float | None, cfg, video_cfg, resume, background) -> None:
+        self.background = background  # as matting_background() resolved it
         make = lambda name: open_writer(out_dir / name, fps, video_cfg, resume)  # noqa: E731
         self.composite = make(cfg.composite_name) if cfg.composite else None
         self.alpha = make(cfg.alpha_name) if cfg.alpha else None
@@ -191,11 +191,11 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
     sinks: list[Sink] = []
     if o.jsonl.enabled:
         sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append=resume is not None))
-    background = matting_background(o.matting.background) if cfg.models.matting is not None else (0, 177, 64)
+    background = matting_background(o.matting.background) if cfg.models.matting is not None else GREEN_SCREEN
     if o.video.enabled:
         sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background))
     if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
-        sinks.append(MattingSink(out, source.fps, o.matting, o.video, resume))
+        sinks.append(MattingSink(out, source.fps, o.matting, o.video, resume, background))
     if o.tracks.enabled:
         tracks = TrackSink(out / "tracks", o.tracks.formats, cfg.smoothing)
         if resume is not None:

@@ -57,6 +57,11 @@ def resolve_kind(uri: str) -> str:
     return "file"
 
 
+def source_kind(cfg: SourceConfig) -> str:
+    """The configured kind, or the one the URI implies when it is "auto"."""
+    return cfg.kind if cfg.kind != "auto" else resolve_kind(cfg.uri)
+
+
 def webcam_input(
     device: str, platform: str = sys.platform, width: int | None = None, height: int | None = None,
     fps: float | None = None,
@@ -111,7 +116,7 @@ class Source:
 
     def __init__(self, cfg: SourceConfig) -> None:
         self.cfg = cfg
-        self.kind = cfg.kind if cfg.kind != "auto" else resolve_kind(cfg.uri)
+        self.kind = source_kind(cfg)
         self.live = self.kind in LIVE_KINDS
         self.stats = SourceStats()
         self.total_frames: int | None = None

@@ -137,9 +137,9 @@ def run_batch(
     names = output_names(videos)
     manifest = Manifest(out)
     todo = [v for v in videos if not manifest.done(v)]
-    skipped = [str(v) for v in videos if v not in todo]
-    for video in videos:
-        if str(video) in skipped and on_video is not None:
+    skipped = [v for v in videos if manifest.done(v)]
+    for video in skipped:
+        if on_video is not None:
             on_video(video, {"skipped": True})
     attempts = {v: 0 for v in todo}
     done, failed = [], {}
@@ -180,7 +180,7 @@ def run_batch(
             video, _actor = running.pop(ready[0])
             if finished(video, ray.get(ready[0])):
                 queue.insert(0, video)
-    return {"done": done, "failed": failed, "skipped": skipped}
+    return {"done": done, "failed": failed, "skipped": [str(v) for v in skipped]}
 
 
 def _idle(actors: list, running: dict):

@@ -21,7 +21,7 @@ import torch
 from ..config import PipelineConfig
 from ..detect import Detector, make_detector
 from ..io.sinks import make_sinks
-from ..io.sources import LIVE_KINDS, Source, resolve_kind
+from ..io.sources import LIVE_KINDS, Source, source_kind
 from ..track import OnlineSmoother, Tracker
 from .device import resolve_device, resolve_dtype
 from .inference import FrameResult, InferenceEngine, Person
@@ -56,8 +56,7 @@ class Pipeline:
     ) -> None:  # fmt: skip
         """`resume`: continue the interrupted run recorded in the output folder (files and image folders).
         `loaded`: models and detector already loaded (batch workers reuse them across videos)."""
-        kind = cfg.source.kind if cfg.source.kind != "auto" else resolve_kind(cfg.source.uri)
-        self.resumed = prepare_resume(cfg, kind in LIVE_KINDS) if resume else None
+        self.resumed = prepare_resume(cfg, source_kind(cfg.source) in LIVE_KINDS) if resume else None
         if self.resumed is not None:
             cfg = replace(cfg, source=replace(cfg.source, start_frame=self.resumed.start_frame))
         self.cfg = cfg
