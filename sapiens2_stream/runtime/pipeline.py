@@ -74,10 +74,10 @@ class Pipeline:
         self.device, self.dtype = loaded.device, loaded.dtype
         self.engine, self.detector = loaded.engine, loaded.detector
         self.tracker = Tracker(cfg.tracker)
-        if self.resumed is not None:
-            self.tracker.next_id = self.resumed.max_track_id + 1
         sm = cfg.smoothing
         self.smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
+        if self.resumed is not None:
+            self.resumed.restore(self.tracker, self.smoother, cfg.detector.every)
         self.sinks = make_sinks(cfg, self.source, self.request_stop, self.resumed)
         self.queues: list[EdgeQueue] = []
         self._drops_seen = 0  # frame-queue drops already taken into account by under_load()
@@ -132,7 +132,7 @@ class Pipeline:
 
     async def _detect(self, inp: EdgeQueue, out: EdgeQueue) -> None:
         rt, every = self.cfg.runtime, self.cfg.detector.every
-        seen = 0
+        seen = self.resumed.detect_phase if self.resumed is not None else 0
         while True:
             frames, ended = await gather_batch(inp, rt.max_frames_per_batch, rt.max_wait_ms / 1000)
             frames = self._fresh(frames, lambda f: f)

@@ -91,6 +91,19 @@ class Tracker:
         self._expire(t)
         return [(tr.track_id, tr.predicted(t), tr.score) for tr in self.tracks if tr.hits >= self.cfg.min_hits]
 
+    def replay_detected(self, people: list[tuple[int, list[float], float]], t: float) -> None:
+        """Re-apply a detector frame's reported people (track id, xywh box, score), as `--resume` does to carry
+        the ids and velocities of an interrupted run across the cut."""
+        by_id = {tr.track_id: tr for tr in self.tracks}
+        for track_id, box, score in people:
+            det = np.array([*box, score], np.float32)
+            if track_id in by_id:
+                self._observe(by_id[track_id], det, t)
+            else:
+                self.tracks.append(Track(track_id, det[:4].copy(), float(score), t))
+            self.next_id = max(self.next_id, track_id + 1)
+        self._expire(t)
+
     def _observe(self, track: Track, det: np.ndarray, t: float) -> None:
         dt = t - track.last_t
         if dt > 0:
