@@ -78,7 +78,7 @@ class Pipeline:
         self.smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
         if self.resumed is not None:
             self.resumed.restore(self.tracker, self.smoother, cfg.detector.every)
-        self.sinks = make_sinks(cfg, self.source, self.request_stop, self.resumed)
+        self.sinks = make_sinks(cfg, self.source, self.finish, self.resumed)
         self.queues: list[EdgeQueue] = []
         self._drops_seen = 0  # frame-queue drops already taken into account by under_load()
         self.started = 0.0
@@ -92,6 +92,10 @@ class Pipeline:
             self.cut = True
             for q in self.queues:
                 q.cut()
+        self.stop.set()
+
+    def finish(self) -> None:
+        """The viewer pressed q or closed the display window: stop reading, finish what is queued, a normal end."""
         self.stop.set()
 
     def under_load(self) -> bool:

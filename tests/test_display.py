@@ -1,0 +1,108 @@
+"""The display window (`outputs.display`, the webcam pipelines' live view) on a real X server (Xvfb), driven by
+xdotool: it opens at the frame's size while the run goes on, and pressing q ends the run normally with complete
+outputs. Without a display the run refuses to start with a one-line error."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import av
+import numpy as np
+import pytest
+import yaml
+from PIL import ImageGrab
+
+from tests.test_faults import cli
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("Xvfb") and shutil.which("xdotool")),
+    reason="needs Xvfb and xdotool (Debian packages xvfb and xdotool, which .ci/run installs)",
+)
+
+
+@pytest.fixture
+def x_display():
+    """A fresh virtual X server; its display name, e.g. ':5'."""
+    read, write = os.pipe()
+    server = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", "800x600x24", "-nolisten", "tcp"],
+        pass_fds=[write], stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    os.close(write)
+    number = os.read(read, 16).decode().strip()  # written once the server accepts clients
+    os.close(read)
+    yield f":{number}"
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def xdotool(display, *args):
+    return subprocess.run(["xdotool", *args], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "DISPLAY": display})  # fmt: skip
+
+
+def find_window(display, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = xdotool(display, "search", "--onlyvisible", "--name", "^sapiens2-stream$").stdout.split()
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError("no display window appeared")
+
+
+def spec(tmp_path, tiny_dir):
+    data = {
+        "source": {"uri": "lavfi:testsrc2=size=320x240:rate=15,realtime"},
+        "detector": {"type": "fixed", "boxes": [[40, 40, 60, 150], [180, 50, 60, 150]]},
+        "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [256, 192], "flip": "off"}},
+        "outputs": {"dir": str(tmp_path / "out"), "display": True},
+    }
+    path = tmp_path / "live.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_window_shows_the_run_and_q_ends_it_normally(tmp_path, tiny_dir, x_display):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sapiens2_stream.cli", "run", str(spec(tmp_path, tiny_dir)), "--no-progress"],
+        env={**os.environ, "DISPLAY": x_display}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        window = find_window(x_display)
+        geometry = lambda: xdotool(x_display, "getwindowgeometry", window).stdout  # noqa: E731
+        deadline = time.time() + 10
+        while "Geometry: 320x240" not in geometry() and time.time() < deadline:
+            time.sleep(0.1)  # the window is mapped first, then sized to the picture
+        assert "Geometry: 320x240" in geometry()  # the picture alone, at the frame's size
+        jsonl = tmp_path / "out" / "results.jsonl"
+        time.sleep(1.0)
+        assert proc.poll() is None and jsonl.read_text().count("\n") >= 1  # the run goes on with the window open
+        screen = np.asarray(ImageGrab.grab(xdisplay=x_display))[:240, :320].astype(np.float32)  # window at 0,0
+        xdotool(x_display, "windowfocus", "--sync", window)
+        xdotool(x_display, "key", "q")
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr  # q is the viewer's normal way to end a live run
+    assert "Traceback" not in stderr and "QFontDatabase" not in stderr
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    with av.open(str(tmp_path / "out" / "annotated.mp4")) as video:
+        written = [f.to_ndarray(format="rgb24").astype(np.float32) for f in video.decode(video=0)]
+    assert len(records) >= 2 and len(written) == len(records)
+    # the window showed one of the annotated frames the run wrote: compared in 8x8 blocks, which averages out the
+    # video's compression of the thin skeleton lines (same frame: about 2 levels; shifted by 8 px: about 37)
+    blocks = lambda image: image.reshape(30, 8, 40, 8, 3).mean(axis=(1, 3))  # noqa: E731
+    assert min(np.abs(blocks(screen) - blocks(frame)).mean() for frame in written) < 6.0
+
+
+def test_no_display_is_a_one_line_error(tmp_path, tiny_dir):
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    result = cli("run", spec(tmp_path, tiny_dir), "--no-progress", env=env)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "sapiens2-stream: error: outputs.display is on but there is no display (DISPLAY is unset); turn it off"
+    ]
