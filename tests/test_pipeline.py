@@ -2,10 +2,12 @@
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import av
 import numpy as np
@@ -122,10 +124,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_rtsp_server(folder, port):
-    code = ("import asyncio, sys; from aio_rtsp_toolkit.server import serve; "
-            "asyncio.run(serve(sys.argv[1], '127.0.0.1', int(sys.argv[2])))")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-c", code, str(folder), str(port)], stderr=subprocess.DEVNULL)
+def wait_for_port(port: int, proc: subprocess.Popen, what: str) -> subprocess.Popen:
+    """Until the server in `proc` accepts connections on 127.0.0.1:port."""
     deadline = time.time() + 10
     while time.time() < deadline:
         try:
@@ -134,7 +134,14 @@ def start_rtsp_server(folder, port):
         except OSError:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError("RTSP test server did not start")
+    raise RuntimeError(f"{what} did not start")
+
+
+def start_rtsp_server(folder, port):
+    code = ("import asyncio, sys; from aio_rtsp_toolkit.server import serve; "
+            "asyncio.run(serve(sys.argv[1], '127.0.0.1', int(sys.argv[2])))")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", code, str(folder), str(port)], stderr=subprocess.DEVNULL)
+    return wait_for_port(port, proc, "RTSP test server")
 
 
 @pytest.fixture
@@ -156,6 +163,60 @@ def test_rtsp_stream(tmp_path, tiny_dir, rtsp_server):
     assert summary["frames_out"] == len(records) == 20
     pts = [r["pts"] for r in records]
     assert all(b > a for a, b in zip(pts, pts[1:], strict=False)), pts
+
+
+NGINX_RTMP = Path("/usr/lib/nginx/modules/ngx_rtmp_module.so")
+
+# Publishes a clip to an RTMP server in real time, over and over, as a camera or OBS would.
+PUBLISH = """
+import sys, time, av
+clip, url = sys.argv[1], sys.argv[2]
+out = av.open(url, "w", format="flv")
+stream, start, offset = None, time.time(), 0.0
+while True:
+    with av.open(clip) as inp:
+        video = inp.streams.video[0]
+        stream = stream or out.add_stream_from_template(video)
+        for packet in inp.demux(video):
+            if packet.dts is None:
+                continue
+            shift = int(round(offset / video.time_base))
+            packet.pts, packet.dts = packet.pts + shift, packet.dts + shift
+            time.sleep(max(0.0, float(packet.pts * video.time_base) - (time.time() - start)))
+            packet.stream = stream
+            out.mux(packet)
+        offset += float(video.duration * video.time_base)
+"""
+
+
+@pytest.mark.skipif(not (shutil.which("nginx") and NGINX_RTMP.exists()),
+                    reason="needs Debian's nginx-core and libnginx-mod-rtmp (.ci/run installs them)")  # fmt: skip
+def test_rtmp_stream(tmp_path, tiny_dir, clip):
+    """A real RTMP server (nginx's RTMP module on 127.0.0.1) relaying a clip that a publisher pushes in real time."""
+    port = free_port()
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(f"""load_module {NGINX_RTMP};
+daemon off; master_process off; pid {tmp_path}/nginx.pid; error_log {tmp_path}/nginx.log;
+events {{ worker_connections 64; }}
+rtmp {{ server {{ listen 127.0.0.1:{port}; application live {{ live on; }} }} }}
+""")
+    server = wait_for_port(port, subprocess.Popen(["nginx", "-c", str(conf), "-p", str(tmp_path), "-e",
+                                                   str(tmp_path / "nginx.log")]), "nginx RTMP server")  # fmt: skip
+    url = f"rtmp://127.0.0.1:{port}/live/cam"
+    publisher = subprocess.Popen([sys.executable, "-c", PUBLISH, str(clip), url], stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)  # the publisher is on air
+        cfg = config(tmp_path, tiny_dir, url, source={"max_frames": 30}, runtime={"policy": "block"})
+        summary = Pipeline(cfg).run()
+    finally:
+        publisher.kill()
+        server.kill()
+    records = read_jsonl(tmp_path / "out" / "results.jsonl")
+    assert summary["frames_out"] == len(records) == 30  # more than the clip holds: the loop plays on
+    pts = [r["pts"] for r in records]
+    assert all(b > a for a, b in zip(pts, pts[1:], strict=False)), pts
+    assert all(len(r["people"]) == 2 for r in records)
+    assert len(video_times(tmp_path / "out" / "annotated.mp4")) == 30
 
 
 def test_demo_runs_offline(tmp_path):
@@ -214,8 +275,6 @@ def test_yolo_detector_offline(tmp_path, monkeypatch):
 
 def test_http_stream(tmp_path, tiny_dir, clip):
     """An HTTP source (a local http.server on 127.0.0.1 serving the clip)."""
-    import shutil
-
     folder = tmp_path / "web"
     folder.mkdir()
     shutil.copy(clip, folder / "clip.mp4")
@@ -223,13 +282,7 @@ def test_http_stream(tmp_path, tiny_dir, clip):
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=folder,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_port(port, server, "HTTP test server")
         cfg = config(tmp_path, tiny_dir, f"http://127.0.0.1:{port}/clip.mp4", source={"max_frames": 10},
                      runtime={"policy": "block"})  # fmt: skip
         summary = Pipeline(cfg).run()
