@@ -94,7 +94,7 @@ class RuntimeConfig:
     max_frames_per_batch: int = 4
     queue_size: int = 8
     policy: Literal["auto", "block", "latest", "drop_oldest"] = "auto"  # auto: block for files, latest for live
-    max_frame_age_s: float = 1.0  # live, unless policy is block: older frames are dropped before inference
+    max_frame_age_s: float = 1.0  # live, unless policy is block: older frames are dropped (before each stage)
     threads: int | None = None  # torch CPU threads
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile with batches padded to buckets; auto: CUDA only
 

@@ -1,13 +1,15 @@
 """The display window (`outputs.display`, the webcam pipelines' live view) on a real X server (Xvfb), driven by
 xdotool: it opens at the frame's size while the run goes on, and pressing q ends the run normally with complete
-outputs. Without a display the run refuses to start with a one-line error."""
+outputs. Without a display, or with one it cannot reach, the run refuses to start with a one-line error."""
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import av
 import numpy as np
@@ -15,6 +17,7 @@ import pytest
 import yaml
 from PIL import ImageGrab
 
+from sapiens2_stream.io.display import x_display_problem
 from tests.test_faults import cli
 
 pytestmark = pytest.mark.skipif(
@@ -32,9 +35,15 @@ def x_display():
         pass_fds=[write], stderr=subprocess.DEVNULL,
     )  # fmt: skip
     os.close(write)
-    number = os.read(read, 16).decode().strip()  # written once the server accepts clients
+    written = b""
+    while not written.endswith(b"\n"):  # the number it chose, then a newline in a second write: closing the pipe
+        chunk = os.read(read, 16)  # between the two makes Xvfb fail ("Cannot write display number")
+        assert chunk, "Xvfb did not start"
+        written += chunk
     os.close(read)
-    yield f":{number}"
+    display = f":{written.decode().strip()}"
+    assert x_display_problem(display) is None
+    yield display
     server.terminate()
     server.wait(timeout=10)
 
@@ -44,14 +53,15 @@ def xdotool(display, *args):
                           env={**os.environ, "DISPLAY": display})  # fmt: skip
 
 
-def find_window(display, timeout=120):
+def find_window(display, proc, timeout=120):
     deadline = time.time() + timeout
-    while time.time() < deadline:
+    while time.time() < deadline and proc.poll() is None:
         found = xdotool(display, "search", "--onlyvisible", "--name", "^sapiens2-stream$").stdout.split()
         if found:
             return found[0]
         time.sleep(0.2)
-    raise AssertionError("no display window appeared")
+    proc.send_signal(signal.SIGABRT)  # -X faulthandler: every thread's stack on stderr
+    raise AssertionError(f"no display window appeared; the run said:\n{proc.communicate(timeout=30)[1][:6000]}")
 
 
 def spec(tmp_path, tiny_dir):
@@ -68,11 +78,12 @@ def spec(tmp_path, tiny_dir):
 
 def test_window_shows_the_run_and_q_ends_it_normally(tmp_path, tiny_dir, x_display):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sapiens2_stream.cli", "run", str(spec(tmp_path, tiny_dir)), "--no-progress"],
+        [sys.executable, "-X", "faulthandler", "-m", "sapiens2_stream.cli", "run", str(spec(tmp_path, tiny_dir)),
+         "--no-progress"],
         env={**os.environ, "DISPLAY": x_display}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        window = find_window(x_display)
+        window = find_window(x_display, proc)
         geometry = lambda: xdotool(x_display, "getwindowgeometry", window).stdout  # noqa: E731
         deadline = time.time() + 10
         while "Geometry: 320x240" not in geometry() and time.time() < deadline:
@@ -99,10 +110,14 @@ def test_window_shows_the_run_and_q_ends_it_normally(tmp_path, tiny_dir, x_displ
     assert min(np.abs(blocks(screen) - blocks(frame)).mean() for frame in written) < 6.0
 
 
-def test_no_display_is_a_one_line_error(tmp_path, tiny_dir):
+@pytest.mark.parametrize("display", [None, ":97"])
+def test_no_display_or_an_unreachable_one_is_a_one_line_error(tmp_path, tiny_dir, display):
+    """Qt would abort the process (outputs not finalised); the run refuses to start instead."""
+    assert not Path("/tmp/.X11-unix/X97").exists()
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    result = cli("run", spec(tmp_path, tiny_dir), "--no-progress", env=env)
+    result = cli("run", spec(tmp_path, tiny_dir), "--no-progress", env={**env, "DISPLAY": display} if display else env)
     assert result.returncode == 2
+    problem = "cannot connect to the X display ':97'" if display else "there is no display (DISPLAY is unset)"
     assert result.stderr.strip().splitlines() == [
-        "sapiens2-stream: error: outputs.display is on but there is no display (DISPLAY is unset); turn it off"
+        f"sapiens2-stream: error: outputs.display is on but {problem}; turn it off"
     ]

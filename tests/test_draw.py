@@ -35,3 +35,25 @@ def test_box_with_label():
     draw_box(frame, (50, 60, 80, 100), label="id 7")
     assert frame[60:160, 50].any() and frame[100, 100].sum() == 0
     assert frame[40:60, 50:100].any()  # the label tab above the box
+
+
+def test_matte_composite_made_once_and_never_drawn_on():
+    """The composite video, the annotated video and the window share one composite per frame; drawing boxes on the
+    annotated copy leaves the shared one (what the composite video writes) clean."""
+    from sapiens2_stream.io.sinks import annotate, matte_composite
+    from sapiens2_stream.io.sources import Frame
+    from sapiens2_stream.runtime.inference import FrameResult, Person
+
+    alpha = np.zeros((120, 160), np.float32)
+    alpha[20:100, 40:120] = 1.0
+    foreground = np.zeros((120, 160, 3), np.float32)
+    foreground[20:100, 40:120] = (1.0, 1.0, 1.0)  # a white person, premultiplied
+    frame = Frame(0, 0.0, 0.0, np.full((120, 160, 3), 90, np.uint8))
+    result = FrameResult(frame, [Person(1, np.array([40.0, 20, 80, 80]), 0.9)], alpha=alpha, foreground=foreground)
+    green = (0, 177, 64)
+
+    first = matte_composite(result, green)
+    assert tuple(first[60, 80]) == (255, 255, 255) and tuple(first[5, 5]) == green
+    drawn = annotate(result, ["matting", "boxes"], 0.3, green)
+    assert (drawn != first).any()  # the box is on the annotated frame...
+    assert matte_composite(result, green) is first and tuple(first[20, 40]) == (255, 255, 255)  # ...not on the shared

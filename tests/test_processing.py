@@ -206,6 +206,22 @@ def test_matting_composite_matches_reference_and_closed_form(processor, frames):
     assert blurred.shape == (480, 640, 3) and blurred.float().std() < torch.from_numpy(frames[0]).float().std()
 
 
+
+@pytest.mark.parametrize("k", [3, 31])
+def test_blur_background_is_two_box_filters(k):
+    """The "blur" background equals OpenCV's box filter, twice, with replicated edges (an independent oracle)."""
+    import cv2
+
+    from sapiens2_stream.processing.dense import box_blur_background
+
+    frame = torch.rand(3, 37, 53, generator=torch.Generator().manual_seed(k))  # odd sizes, k near the size
+    ours = box_blur_background(frame, strength=k).permute(1, 2, 0).numpy()
+    image = frame.permute(1, 2, 0).numpy()
+    for _ in range(2):
+        image = cv2.blur(image, (k, k), borderType=cv2.BORDER_REPLICATE)
+    assert np.abs(ours - image).max() < 1e-5
+
+
 # -------------------------------------------------------------------------------------------------- flip TTA
 
 

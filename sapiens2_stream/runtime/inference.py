@@ -48,6 +48,7 @@ class FrameResult:
     normals: np.ndarray | None = None  # [H, W, 3] float32 unit vectors
     pointmap: np.ndarray | None = None  # [H, W, 3] float32
     flip: dict[str, bool] = field(default_factory=dict)
+    composites: dict[int, np.ndarray] = field(default_factory=dict)  # matte over a background, made once per result
 
 
 def chunks(n: int, size: int) -> list[slice]:

@@ -80,6 +80,7 @@ class Pipeline:
             self.resumed.restore(self.tracker, self.smoother, cfg.detector.every)
         self.sinks = make_sinks(cfg, self.source, self.finish, self.resumed)
         self.queues: list[EdgeQueue] = []
+        self._ended_unsent: list[int] = []  # tracks that ended on frames dropped before inference
         self._drops_seen = 0  # frame-queue drops already taken into account by under_load()
         self.started = 0.0
 
@@ -104,7 +105,8 @@ class Pipeline:
         return self.source.live and (frames.depth() * 2 >= frames.queue.maxsize or frames.dropped > self._drops_seen)
 
     def _fresh(self, items: list, frame_of: Callable) -> list:
-        """Live input: drop items whose frame is older than max_frame_age_s (checked before each heavy stage).
+        """Live input: drop items whose frame is older than max_frame_age_s (checked before detection, inference
+        and writing, so a slow output bounds the latency too).
 
         Never under the `block` policy, which promises that nothing is dropped.
         """
@@ -164,7 +166,10 @@ class Pipeline:
         rt = self.cfg.runtime
         while True:
             items, ended = await gather_batch(inp, rt.max_frames_per_batch, rt.max_wait_ms / 1000)
-            items = self._fresh(items, lambda item: item[0])
+            fresh = self._fresh(items, lambda item: item[0])
+            kept = {id(item) for item in fresh}
+            self._ended_unsent += [tid for item in items if id(item) not in kept for tid in item[2]]
+            items = fresh
             if items and not self.cut:
                 start = time.perf_counter()
                 load = self.under_load()
@@ -176,7 +181,8 @@ class Pipeline:
                 if n_people:
                     self.metrics.batch_sizes["people"].append(n_people)
                 for result, gone in zip(results, ended_tracks, strict=True):
-                    result.ended_tracks = gone
+                    result.ended_tracks = [*self._ended_unsent, *gone]  # those of dropped frames ride along
+                    self._ended_unsent = []
                     await out.put(result)
             if ended:
                 await out.close()
@@ -202,8 +208,13 @@ class Pipeline:
             result = await inp.get()
             if result is END:
                 return
-            if not self.cut:
+            if self.cut:
+                continue
+            if self._fresh([result], lambda r: r.frame):
                 await asyncio.to_thread(self._write, result)
+            else:  # too old to show: dropped, but its ended tracks still end (every earlier result is written)
+                for track_id in result.ended_tracks:
+                    self.smoother.drop(track_id)
 
     # ------------------------------------------------------------------------------------------- running
 
