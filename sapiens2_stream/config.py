@@ -132,12 +132,24 @@ class MattingOutput:
 
 
 @dataclass
+class GeometryOutput:
+    """What normal and pointmap models give, when they run: videos to watch, and the maps themselves on request."""
+
+    normals_video: bool = True  # normals as colours, (n + 1) / 2
+    normals_name: str = "normals.mp4"
+    depth_video: bool = True  # the pointmap's depth (z) as a colour map, near warm, far cool
+    depth_name: str = "depth.mp4"
+    maps: bool = False  # maps/frame_NNNNNN.npz: float16 normals and pointmap [H, W, 3] per frame, for 3-D tools
+
+
+@dataclass
 class OutputsConfig:
     dir: str = "out"
     video: VideoOutput = field(default_factory=VideoOutput)
     jsonl: JsonlOutput = field(default_factory=JsonlOutput)
     tracks: TracksOutput = field(default_factory=TracksOutput)
     matting: MattingOutput = field(default_factory=MattingOutput)
+    geometry: GeometryOutput = field(default_factory=GeometryOutput)
     display: bool = False
 
 

@@ -57,3 +57,21 @@ def test_matte_composite_made_once_and_never_drawn_on():
     drawn = annotate(result, ["matting", "boxes"], 0.3, green)
     assert (drawn != first).any()  # the box is on the annotated frame...
     assert matte_composite(result, green) is first and tuple(first[20, 40]) == (255, 255, 255)  # ...not on the shared
+
+
+def test_normals_as_colours_closed_form():
+    from sapiens2_stream.io.draw import normals_image
+
+    normals = np.array([[[0, 0, 1], [1, 0, 0], [0, -1, 0]]], np.float32)  # facing the camera, right, up (y down)
+    assert normals_image(normals).tolist() == [[[128, 128, 255], [255, 128, 128], [128, 0, 128]]]
+
+
+def test_depth_colours_near_warm_far_cool_and_survive_holes():
+    from sapiens2_stream.io.draw import depth_image
+
+    depth = np.tile(np.linspace(1.0, 5.0, 100, dtype=np.float32), (10, 1))  # nearer on the left
+    depth[0, 50] = np.nan  # a hole in the pointmap
+    image = depth_image(depth).astype(int)
+    near, far = image[5, 5], image[5, 95]
+    assert near[0] > near[2] and far[2] > far[0]  # red near, blue far
+    assert image.shape == (10, 100, 3) and (image[0, 50] == image[0, 99]).all()  # a hole drawn as far

@@ -133,6 +133,37 @@ def test_slow_output_cannot_pile_up_latency(tmp_path, tiny_dir):
     assert summary["frames_out"] + sum(summary["dropped"].values()) == summary["frames_in"] == 60
     assert summary["frame_age_ms"]["max"] < 900
 
+
+def test_normals_and_depth_videos_and_per_frame_maps(tmp_path, tiny_dir, clip):
+    """Normal and pointmap models: a normals video and a depth video, one frame per input frame, and with
+    geometry.maps the per-frame maps equal (to float16) what the models gave."""
+    from sapiens2_stream.io.draw import depth_image, normals_image
+
+    cfg = config(
+        tmp_path, tiny_dir, clip, tasks=("normal", "pointmap"), detector={"type": "full_frame"},
+        outputs={"video": {"enabled": False}, "geometry": {"maps": True}},
+    )  # fmt: skip
+    seen = {}
+    Pipeline(cfg, on_result=lambda r, _: seen.setdefault(r.frame.index, (r.normals, r.pointmap))).run()
+    out = tmp_path / "out"
+    assert len(seen) == 24 and sorted(p.name for p in out.iterdir()) == [
+        "depth.mp4", "maps", "normals.mp4", "results.jsonl"
+    ]  # fmt: skip
+    pts = [r["pts"] for r in read_jsonl(out / "results.jsonl")]
+    assert np.allclose(video_times(out / "normals.mp4"), pts) and np.allclose(video_times(out / "depth.mp4"), pts)
+    for index, (normals, pointmap) in seen.items():
+        saved = np.load(out / "maps" / f"frame_{index:06d}.npz")
+        assert saved["normals"].shape == saved["pointmap"].shape == (240, 320, 3)
+        assert np.allclose(saved["normals"], normals, atol=1e-3)
+        assert np.allclose(saved["pointmap"], pointmap, rtol=1e-3, atol=1e-3)
+    # the videos show the colour maps of the first frame; compared in 8x8 block means, which the compression of
+    # random-weight (noisy) maps keeps while it smears single pixels
+    blocks = lambda image: image.astype(np.float32).reshape(30, 8, 40, 8, 3).mean(axis=(1, 3))  # noqa: E731
+    for name, expected in (("depth", depth_image(seen[0][1][..., 2])), ("normals", normals_image(seen[0][0]))):
+        with av.open(str(out / f"{name}.mp4")) as video:
+            first = next(video.decode(video=0)).to_ndarray(format="rgb24")
+        assert np.abs(blocks(first) - blocks(expected)).mean() < 5, name  # about 2-3; shifted by 8 px: 11-20
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -69,3 +69,18 @@ def draw_box(frame: np.ndarray, box_xywh, label: str | None = None, color=(255, 
         cv2.putText(frame, label, (x + 2, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, font_scale, (0, 0, 0), thickness,
                     cv2.LINE_AA)  # fmt: skip
     return frame
+
+
+def normals_image(normals: np.ndarray) -> np.ndarray:
+    """Unit normals [H, W, 3] as RGB, the usual (n + 1) / 2 encoding: x right -> red, y -> green, z -> blue."""
+    return ((np.clip(normals, -1, 1) + 1) * 127.5 + 0.5).astype(np.uint8)
+
+
+def depth_image(depth: np.ndarray, percentiles: tuple[float, float] = (2, 98)) -> np.ndarray:
+    """Depth [H, W] as RGB with the turbo colour map, near warm (red) and far cool (blue), over each frame's own
+    2nd-98th percentile range (robust to a few wild pixels; colours are not comparable across frames)."""
+    finite = depth[np.isfinite(depth)]
+    near, far = np.percentile(finite, percentiles) if finite.size else (0.0, 1.0)
+    closeness = 1 - (np.nan_to_num(depth, nan=far) - near) / max(far - near, 1e-6)
+    levels = (np.clip(closeness, 0, 1) * 255 + 0.5).astype(np.uint8)
+    return cv2.cvtColor(cv2.applyColorMap(levels, cv2.COLORMAP_TURBO), cv2.COLOR_BGR2RGB)

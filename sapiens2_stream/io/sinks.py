@@ -18,7 +18,7 @@ import torch
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
 from ..processing.dense import composite
-from .draw import draw_box, draw_pose, draw_seg
+from .draw import depth_image, draw_box, draw_pose, draw_seg, normals_image
 from .video import VideoWriter, copy_audio
 
 GREEN_SCREEN = (0, 177, 64)
@@ -167,6 +167,38 @@ class MattingSink(Sink):
                 writer.close()
 
 
+class GeometrySink(Sink):
+    """Normal and pointmap results: videos people can watch (normals as colours, depth as a colour map) and, on
+    request, the maps themselves per frame for 3-D tools (each file written whole, then renamed into place)."""
+
+    def __init__(self, out_dir: Path, fps: float | None, cfg, video_cfg, resume, tasks) -> None:
+        make = lambda name: open_writer(out_dir / name, fps, video_cfg, resume)  # noqa: E731
+        self.normals = make(cfg.normals_name) if cfg.normals_video and "normal" in tasks else None
+        self.depth = make(cfg.depth_name) if cfg.depth_video and "pointmap" in tasks else None
+        self.maps = out_dir / "maps" if cfg.maps else None
+        if self.maps is not None:
+            self.maps.mkdir(exist_ok=True)
+
+    def write(self, result) -> None:
+        pts = result.frame.pts_s
+        if self.normals is not None and result.normals is not None:
+            self.normals.write(normals_image(result.normals), pts)
+        if self.depth is not None and result.pointmap is not None:
+            self.depth.write(depth_image(result.pointmap[..., 2]), pts)
+        if self.maps is not None:
+            maps = {"normals": result.normals, "pointmap": result.pointmap}
+            arrays = {name: a.astype(np.float16) for name, a in maps.items() if a is not None}
+            path = self.maps / f"frame_{result.frame.index:06d}.npz"
+            with open(path.with_suffix(".tmp"), "wb") as f:
+                np.savez(f, pts=np.float64(pts), **arrays)
+            os.replace(path.with_suffix(".tmp"), path)
+
+    def close(self) -> None:
+        for writer in (self.normals, self.depth):
+            if writer is not None:
+                writer.close()
+
+
 def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
     """The sinks the configuration asks for, writing under outputs.dir (continuing them when resuming)."""
     from ..track.export import TrackSink
@@ -184,6 +216,10 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
         sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background))
     if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
         sinks.append(MattingSink(out, source.fps, o.matting, o.video, resume, background))
+    geometry_tasks = {t for t in ("normal", "pointmap") if getattr(cfg.models, t) is not None}
+    g = o.geometry
+    if geometry_tasks and (g.normals_video or g.depth_video or g.maps):
+        sinks.append(GeometrySink(out, source.fps, g, o.video, resume, geometry_tasks))
     if o.tracks.enabled:
         tracks = TrackSink(out / "tracks", o.tracks.formats, cfg.smoothing)
         if resume is not None:
