@@ -1,6 +1,8 @@
 """Bad input, each row of the README's "What happens when..." table: a clear one-line error with a non-zero exit
 and no traceback, or a conversion that lets the run go on. Also the live-path soak."""
 
+import glob
+import os
 from fractions import Fraction
 
 import av
@@ -63,6 +65,15 @@ def test_unusable_files_fail_with_one_line(tmp_path, tiny_dir, capsys, make, mes
     code, err = run(tmp_path, tiny_dir, make(tmp_path), capsys)
     assert code == 2 and message in error_line(err)
 
+
+def test_missing_webcam_names_the_cameras_there_are(tmp_path, tiny_dir, capsys):
+    """A real v4l2 open of a device that is not there (no camera exists on this machine)."""
+    absent = next(n for n in range(90, 200) if not os.path.exists(f"/dev/video{n}"))
+    code, err = run(tmp_path, tiny_dir, f"webcam:{absent}", capsys)
+    cameras = ", ".join(sorted(glob.glob("/dev/video*"), key=lambda p: (len(p), p))) or "none"
+    assert code == 2
+    assert error_line(err) == (f"sapiens2-stream: error: webcam:{absent}: no camera at /dev/video{absent} "
+                               f"(cameras here: {cameras}); set source.uri to webcam:N")  # fmt: skip
 
 def test_truncated_file(tmp_path, tiny_dir, capsys):
     clip = tmp_path / "whole.mp4"

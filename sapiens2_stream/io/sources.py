@@ -86,6 +86,11 @@ def webcam_input(
     raise Sapiens2StreamError(f"webcams are not supported on {platform}; use a stream URL or a file")
 
 
+def video_devices() -> list[str]:
+    """The webcams Linux shows (/dev/video*), for error messages."""
+    return sorted(glob.glob("/dev/video*"), key=lambda p: (len(p), p))
+
+
 def image_paths(uri: str) -> list[Path]:
     p = Path(uri)
     if p.is_dir():
@@ -156,6 +161,11 @@ class Source:
         try:
             return av.open(target, format=fmt, options=options, timeout=timeout)
         except FileNotFoundError:
+            if self.kind == "webcam":
+                raise Sapiens2StreamError(
+                    f"{cfg.uri}: no camera at {target} (cameras here: {', '.join(video_devices()) or 'none'}); "
+                    "set source.uri to webcam:N"
+                ) from None
             raise Sapiens2StreamError(f"{cfg.uri}: no such file") from None
         except (av.FFmpegError, OSError) as e:
             raise Sapiens2StreamError(f"{cfg.uri}: cannot open ({_reason(e)})") from None
