@@ -209,13 +209,15 @@ def test_matting_composite_matches_reference_and_closed_form(processor, frames):
 
 @pytest.mark.parametrize("k", [3, 31])
 def test_blur_background_is_two_box_filters(k):
-    """The "blur" background equals OpenCV's box filter, twice, with replicated edges (an independent oracle)."""
+    """The GPU path of the "blur" background (running sums in torch, run here on CPU tensors) equals OpenCV's box
+    filter, twice, with replicated edges (an independent oracle, and what the CPU path uses)."""
     import cv2
 
-    from sapiens2_stream.processing.dense import box_blur_background
+    from sapiens2_stream.processing.dense import box_blur_background, box_blur_on_device
 
     frame = torch.rand(3, 37, 53, generator=torch.Generator().manual_seed(k))  # odd sizes, k near the size
-    ours = box_blur_background(frame, strength=k).permute(1, 2, 0).numpy()
+    ours = box_blur_on_device(frame, k).permute(1, 2, 0).numpy()
+    assert np.abs(ours - box_blur_background(frame, strength=k).permute(1, 2, 0).numpy()).max() < 1e-5
     image = frame.permute(1, 2, 0).numpy()
     for _ in range(2):
         image = cv2.blur(image, (k, k), borderType=cv2.BORDER_REPLICATE)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import cv2
 import torch
 import torch.nn.functional as F
 
@@ -130,8 +131,21 @@ def box_filter(x: torch.Tensor, k: int, dim: int) -> torch.Tensor:
 
 
 def box_blur_background(frame: torch.Tensor, strength: int = 31) -> torch.Tensor:
-    """A heavily blurred copy of a [3, h, w] 0-1 frame: two box-filter passes per axis (Gaussian-like, cheap)."""
+    """A heavily blurred copy of a [3, h, w] 0-1 frame: two box-filter passes per axis (Gaussian-like, cheap).
+
+    On a CPU OpenCV's box filter does it (9 ms against 30 ms for the running sums on a 720p frame, 2 cores); on a
+    GPU the running sums keep the frame on the device."""
     k = max(3, strength | 1)
+    if frame.device.type == "cpu":
+        image = frame.permute(1, 2, 0).contiguous().numpy()
+        for _ in range(2):
+            image = cv2.blur(image, (k, k), borderType=cv2.BORDER_REPLICATE)
+        return torch.from_numpy(image).permute(2, 0, 1)
+    return box_blur_on_device(frame, k)
+
+
+def box_blur_on_device(frame: torch.Tensor, k: int) -> torch.Tensor:
+    """`box_blur_background` in torch alone, for frames on a GPU."""
     x = frame[None]
     for _ in range(2):
         x = box_filter(box_filter(x, k, -1), k, -2)
