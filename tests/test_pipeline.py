@@ -212,6 +212,7 @@ def test_rtsp_stream(tmp_path, tiny_dir, rtsp_server):
 
 
 NGINX_RTMP = Path("/usr/lib/nginx/modules/ngx_rtmp_module.so")
+NGINX = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")  # root's programs, not always on PATH
 
 # Publishes a clip to an RTMP server in real time, over and over, as a camera or OBS would.
 PUBLISH = """
@@ -235,7 +236,7 @@ while True:
 """
 
 
-@pytest.mark.skipif(not (shutil.which("nginx") and NGINX_RTMP.exists()),
+@pytest.mark.skipif(not (NGINX and NGINX_RTMP.exists()),
                     reason="needs Debian's nginx-core and libnginx-mod-rtmp (.ci/run installs them)")  # fmt: skip
 def test_rtmp_stream(tmp_path, tiny_dir, clip):
     """A real RTMP server (nginx's RTMP module on 127.0.0.1) relaying a clip that a publisher pushes in real time."""
@@ -246,7 +247,7 @@ daemon off; master_process off; pid {tmp_path}/nginx.pid; error_log {tmp_path}/n
 events {{ worker_connections 64; }}
 rtmp {{ server {{ listen 127.0.0.1:{port}; application live {{ live on; }} }} }}
 """)
-    server = wait_for_port(port, subprocess.Popen(["nginx", "-c", str(conf), "-p", str(tmp_path), "-e",
+    server = wait_for_port(port, subprocess.Popen([NGINX, "-c", str(conf), "-p", str(tmp_path), "-e",
                                                    str(tmp_path / "nginx.log")]), "nginx RTMP server")  # fmt: skip
     url = f"rtmp://127.0.0.1:{port}/live/cam"
     publisher = subprocess.Popen([sys.executable, "-c", PUBLISH, str(clip), url], stderr=subprocess.DEVNULL)
