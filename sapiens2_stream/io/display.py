@@ -90,10 +90,17 @@ class DisplaySink(Sink):
             if not shown:
                 continue
             key = cv2.waitKey(1) & 0xFF  # also runs the window's events
-            if key == ord("q") or cv2.getWindowProperty(self.TITLE, cv2.WND_PROP_VISIBLE) < 1:
+            if key == ord("q") or self._closed():
                 self.on_quit()
                 break
         cv2.destroyAllWindows()
+
+    def _closed(self) -> bool:
+        """The viewer closed the window: hidden, or (OpenCV 5 with Qt) destroyed, when asking about it raises."""
+        try:
+            return cv2.getWindowProperty(self.TITLE, cv2.WND_PROP_VISIBLE) < 1
+        except cv2.error:
+            return True
 
     def close(self) -> None:
         self.closing.set()
