@@ -8,7 +8,6 @@ Errors print one line; `--debug` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -36,7 +35,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
     from .runtime.pipeline import Pipeline
-    from .runtime.progress import Progress, format_summary
+    from .runtime.progress import Progress, format_summary, save_summary
 
     pipeline = Pipeline(config, resume=resume)  # configuration errors surface here (exit 2)
     bar = Progress(pipeline.source.total_frames, pipeline.source.live, enabled=progress)
@@ -48,9 +47,8 @@ def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
     finally:
         bar.close()
     print(format_summary(summary), file=sys.stderr)
-    out = Path(config.outputs.dir)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(f"outputs in {out}/", file=sys.stderr)
+    save_summary(summary, config.outputs.dir)
+    print(f"outputs in {Path(config.outputs.dir)}/", file=sys.stderr)
     return summary
 
 

@@ -88,13 +88,16 @@ class Worker:
     def process(self, video: str, out_dir: str) -> dict:
         """Run one video into out_dir (cleared first); returns the run summary or {"error": reason}."""
         from .pipeline import Pipeline
+        from .progress import save_summary
 
         shutil.rmtree(out_dir, ignore_errors=True)
         cfg = replace(
             self.cfg, source=replace(self.cfg.source, uri=video), outputs=replace(self.cfg.outputs, dir=out_dir)
         )
         try:
-            return Pipeline(cfg, loaded=self.loaded).run()
+            summary = Pipeline(cfg, loaded=self.loaded).run()
+            save_summary(summary, out_dir)
+            return summary
         except Sapiens2StreamError as e:
             return {"error": str(e)}
         except Exception as e:  # a worker must report, not die, so the rest of the batch finishes

@@ -3,8 +3,10 @@ input (fps, frame age, drops), and the summary at the end."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+from pathlib import Path
 
 from tqdm import tqdm
 
@@ -55,3 +57,8 @@ def format_summary(summary: dict) -> str:
     lines.append(f"frame age (arrival to written) p50 {age['p50']} ms, p95 {age['p95']} ms, max {age['max']} ms")
     lines.extend(f"note: {e}" for e in summary["events"])
     return "\n".join(lines)
+
+
+def save_summary(summary: dict, out_dir: str | Path) -> None:
+    """summary.json beside the outputs, as `run` and each video of `batch` leave it."""
+    (Path(out_dir) / "summary.json").write_text(json.dumps(summary, indent=2))
