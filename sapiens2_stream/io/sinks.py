@@ -143,14 +143,34 @@ def matting_background(background):
     return tuple(background) if isinstance(background, (list, tuple)) else background
 
 
-class MattingSink(Sink):
+class VideosSink(Sink):
+    """A sink writing some optional videos into the output folder, each opened (or resumed) the same way."""
+
+    def __init__(self, out_dir: Path, fps: float | None, video_cfg, resume) -> None:
+        self.out_dir, self.fps, self.video_cfg, self.resume = out_dir, fps, video_cfg, resume
+        self.writers: list[VideoWriter] = []
+
+    def video(self, name: str, wanted: bool) -> VideoWriter | None:
+        """A writer for out_dir/name when `wanted`, closed with the sink."""
+        if not wanted:
+            return None
+        writer = open_writer(self.out_dir / name, self.fps, self.video_cfg, self.resume)
+        self.writers.append(writer)
+        return writer
+
+    def close(self) -> None:
+        for writer in self.writers:
+            writer.close()
+
+
+class MattingSink(VideosSink):
     """Composite video over a colour, an image or a blur of the frame, and optionally the alpha as a video."""
 
     def __init__(self, out_dir: Path, fps: float | None, cfg, video_cfg, resume, background) -> None:
+        super().__init__(out_dir, fps, video_cfg, resume)
         self.background = background  # as matting_background() resolved it
-        make = lambda name: open_writer(out_dir / name, fps, video_cfg, resume)  # noqa: E731
-        self.composite = make(cfg.composite_name) if cfg.composite else None
-        self.alpha = make(cfg.alpha_name) if cfg.alpha else None
+        self.composite = self.video(cfg.composite_name, cfg.composite)
+        self.alpha = self.video(cfg.alpha_name, cfg.alpha)
 
     def write(self, result) -> None:
         if result.alpha is None:
@@ -161,20 +181,15 @@ class MattingSink(Sink):
             gray = (np.clip(result.alpha, 0, 1) * 255 + 0.5).astype(np.uint8)
             self.alpha.write(np.repeat(gray[..., None], 3, axis=2), result.frame.pts_s)
 
-    def close(self) -> None:
-        for writer in (self.composite, self.alpha):
-            if writer is not None:
-                writer.close()
 
-
-class GeometrySink(Sink):
+class GeometrySink(VideosSink):
     """Normal and pointmap results: videos people can watch (normals as colours, depth as a colour map) and, on
     request, the maps themselves per frame for 3-D tools (each file written whole, then renamed into place)."""
 
     def __init__(self, out_dir: Path, fps: float | None, cfg, video_cfg, resume, tasks) -> None:
-        make = lambda name: open_writer(out_dir / name, fps, video_cfg, resume)  # noqa: E731
-        self.normals = make(cfg.normals_name) if cfg.normals_video and "normal" in tasks else None
-        self.depth = make(cfg.depth_name) if cfg.depth_video and "pointmap" in tasks else None
+        super().__init__(out_dir, fps, video_cfg, resume)
+        self.normals = self.video(cfg.normals_name, cfg.normals_video and "normal" in tasks)
+        self.depth = self.video(cfg.depth_name, cfg.depth_video and "pointmap" in tasks)
         self.maps = out_dir / "maps" if cfg.maps else None
         if self.maps is not None:
             self.maps.mkdir(exist_ok=True)
@@ -192,11 +207,6 @@ class GeometrySink(Sink):
             with open(path.with_suffix(".tmp"), "wb") as f:
                 np.savez(f, pts=np.float64(pts), **arrays)
             os.replace(path.with_suffix(".tmp"), path)
-
-    def close(self) -> None:
-        for writer in (self.normals, self.depth):
-            if writer is not None:
-                writer.close()
 
 
 def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:

@@ -188,10 +188,14 @@ class Pipeline:
                 await out.close()
                 return
 
-    def _write(self, result: FrameResult) -> None:
-        start = time.perf_counter()
+    def _end_tracks(self, result: FrameResult) -> None:
+        """Free the smoother state of the tracks that ended by this result's frame (written or dropped)."""
         for track_id in result.ended_tracks:
             self.smoother.drop(track_id)
+
+    def _write(self, result: FrameResult) -> None:
+        start = time.perf_counter()
+        self._end_tracks(result)
         for p in result.people:
             if p.keypoints is not None:
                 p.smoothed = self.smoother(p.track_id, result.frame.pts_s, p.keypoints, p.keypoint_scores)
@@ -213,8 +217,7 @@ class Pipeline:
             if self._fresh([result], lambda r: r.frame):
                 await asyncio.to_thread(self._write, result)
             else:  # too old to show: dropped, but its ended tracks still end (every earlier result is written)
-                for track_id in result.ended_tracks:
-                    self.smoother.drop(track_id)
+                self._end_tracks(result)
 
     # ------------------------------------------------------------------------------------------- running
 

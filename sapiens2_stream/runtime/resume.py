@@ -25,7 +25,10 @@ class ResumeState:
     start_frame: int
     last_pts: float
     records: list[dict]
-    max_track_id: int
+
+    @property
+    def max_track_id(self) -> int:
+        return max((p["track_id"] for r in self.records for p in r["people"]), default=0)
 
     @property
     def detect_phase(self) -> int:
@@ -86,5 +89,4 @@ def prepare_resume(cfg: PipelineConfig, live: bool) -> ResumeState | None:
             f"--resume: {path} was written for {records[0].get('source')!r}, not {cfg.source.uri!r}; "
             "use another --output"
         )
-    ids = [p["track_id"] for r in records for p in r["people"]]
-    return ResumeState(records[-1]["frame"] + 1, records[-1]["pts"], records, max(ids, default=0))
+    return ResumeState(records[-1]["frame"] + 1, records[-1]["pts"], records)
