@@ -28,20 +28,25 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--source", help="input: video file, rtsp://..., webcam:0, lavfi:..., image folder or glob")
+    p.add_argument("--source", action="append", metavar="[NAME=]URI",
+                   help="input: video file, rtsp://..., webcam:0, lavfi:..., image folder or glob; give it several "
+                        "times for several sources in one process (outputs in OUTPUT/NAME/)")  # fmt: skip
     p.add_argument("--output", help="output folder (outputs.dir)")
     add_common_options(p)
 
 
 def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
-    from .runtime.pipeline import Pipeline
+    from .runtime.pipeline import Pipeline, SourceFailed
     from .runtime.progress import Progress, format_summary, save_summary
 
     pipeline = Pipeline(config, resume=resume)  # configuration errors surface here (exit 2)
-    bar = Progress(pipeline.source.total_frames, pipeline.source.live, enabled=progress)
+    bar = Progress(pipeline, enabled=progress)
     pipeline.on_result = bar
+    failure = None
     try:
         summary = pipeline.run()
+    except SourceFailed as e:  # the other sources finished: their outputs and the summary are complete
+        summary, failure = e.summary, e
     except Sapiens2StreamError as e:
         raise RuntimeFailure(str(e)) from e
     finally:
@@ -49,6 +54,8 @@ def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
     print(format_summary(summary), file=sys.stderr)
     save_summary(summary, config.outputs.dir)
     print(f"outputs in {Path(config.outputs.dir)}/", file=sys.stderr)
+    if failure is not None:
+        raise RuntimeFailure(str(failure)) from failure
     return summary
 
 
@@ -94,7 +101,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     config = load_config(args.pipeline, args.set, args.source, args.output)
     models = ", ".join(f"{k}={v.source}" for k, v in config.enabled_models().items())
-    print(f"{args.pipeline}: ok (source {config.source.uri}; models {models}; detector {config.detector.type})")
+    inputs = ", ".join(f"{c.source.name}={c.source.uri}" if c.source.name else c.source.uri
+                       for c in config.per_source())  # fmt: skip
+    print(f"{args.pipeline}: ok (source {inputs}; models {models}; detector {config.detector.type})")
     return EXIT_OK
 
 

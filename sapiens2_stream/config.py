@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ class ReconnectConfig:
 @dataclass
 class SourceConfig:
     uri: str = ""  # video file, rtsp://..., webcam:0, lavfi:testsrc2=..., a folder or glob of images
+    name: str = ""  # several sources: names the output folder OUTPUT/<name>/ (letters, digits, - and _)
     kind: Literal["auto", "file", "stream", "webcam", "images", "lavfi"] = "auto"
     width: int | None = None  # webcam capture size
     height: int | None = None
@@ -49,7 +51,8 @@ class DetectorConfig:
     iou: float = 0.5
     min_size: float = 8.0  # drop boxes whose shorter side is under this many pixels
     max_people: int = 20
-    every: int = 1  # detect every N frames; the tracker carries boxes in between
+    every: int | Literal["auto"] = 1  # detect every N frames, the tracker carrying boxes in between; auto: every
+    # frame while the machine keeps up with a live source, every 3rd while it falls behind
     imgsz: int = 640
     boxes: list[list[float]] = field(default_factory=list)  # fixed: COCO xywh boxes
 
@@ -156,6 +159,7 @@ class OutputsConfig:
 @dataclass
 class PipelineConfig:
     source: SourceConfig = field(default_factory=SourceConfig)
+    sources: list[SourceConfig] | None = None  # several inputs in one process, instead of `source`
     detector: DetectorConfig = field(default_factory=DetectorConfig)
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
@@ -166,6 +170,19 @@ class PipelineConfig:
 
     def enabled_models(self) -> dict[str, ModelConfig]:
         return {k: v for k, v in vars(self.models).items() if v is not None}
+
+    def per_source(self) -> list[PipelineConfig]:
+        """One single-source configuration per input. Named sources (`sources:`) write to OUTPUT/<name>/; the
+        single `source:` writes to OUTPUT/ itself."""
+        if self.sources is None:
+            return [self]
+        return [
+            dataclasses.replace(
+                self, source=src, sources=None,
+                outputs=dataclasses.replace(self.outputs, dir=str(Path(self.outputs.dir) / src.name)),
+            )
+            for src in self.sources
+        ]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------- validation
@@ -287,13 +304,48 @@ def set_dotted(data: dict, assignment: str) -> None:
     node[parts[-1]] = value
 
 
+SOURCE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def source_names(uris: list[str]) -> list[tuple[str, str]]:
+    """(name, uri) for each `--source`: NAME=URI names it, otherwise the file stem or camN (N from 1)."""
+    named = []
+    for i, item in enumerate(uris, 1):
+        name, sep, uri = item.partition("=")
+        if sep and SOURCE_NAME.match(name) and uri:
+            named.append((name, uri))
+            continue
+        stem = Path(item).stem if "://" not in item and ":" not in item.split("/")[0] else ""
+        named.append((re.sub(r"[^A-Za-z0-9_-]", "_", stem) or f"cam{i}", item))
+    seen: dict[str, int] = {}
+    unique = []
+    for name, uri in named:
+        seen[name] = seen.get(name, 0) + 1
+        unique.append((name if seen[name] == 1 else f"{name}-{seen[name]}", uri))
+    return unique
+
+
+def apply_sources(data: dict, uris: list[str], origin: str) -> None:
+    """`--source` replaces the YAML's input(s): one plain URI is the single `source:`; several, or a named one,
+    become `sources:`. Keys of the YAML's `source:` section (timeouts, transport, ...) carry over to each."""
+    base = data.pop("source", None) or {}
+    data.pop("sources", None)
+    if not isinstance(base, dict):
+        raise Sapiens2StreamError(f"{origin}: source must be a mapping")
+    named = source_names(uris)
+    if len(uris) == 1 and named[0][1] == uris[0]:  # one source, not named
+        data["source"] = {**base, "uri": uris[0]}
+    else:
+        data["sources"] = [{**base, "uri": uri, "name": name} for name, uri in named]
+
+
 def load_config(
     path: str | Path | None,
     overrides: list[str] = (),
-    source: str | None = None,
+    source: str | list[str] | None = None,
     output: str | None = None,
 ) -> PipelineConfig:
-    """Read and validate a pipeline YAML, then apply --set overrides and --source / --output."""
+    """Read and validate a pipeline YAML, then apply --set overrides and --source (one or several) / --output."""
     data: dict = {}
     origin = "configuration"
     if path is not None:
@@ -302,14 +354,19 @@ def load_config(
             raise Sapiens2StreamError(f"{path}: no such pipeline file (see the ready ones in pipelines/)")
         data = parse_yaml(p.read_text(), str(path))
         origin = str(path)
+    if "source" in data and "sources" in data:
+        raise Sapiens2StreamError(
+            f"{origin}: both source: and sources: are given; use source: for one input or sources: for several"
+        )
     for assignment in overrides:
         set_dotted(data, assignment)
-    for section, key, value in (("source", "uri", source), ("outputs", "dir", output)):
-        if value is not None:
-            node = data.setdefault(section, {})
-            if not isinstance(node, dict):
-                raise Sapiens2StreamError(f"{origin}: {section} must be a mapping")
-            node[key] = value
+    if source:
+        apply_sources(data, [source] if isinstance(source, str) else list(source), origin)
+    if output is not None:
+        node = data.setdefault("outputs", {})
+        if not isinstance(node, dict):
+            raise Sapiens2StreamError(f"{origin}: outputs must be a mapping")
+        node["dir"] = output
     try:
         config = from_dict(PipelineConfig, data)
     except Sapiens2StreamError as e:
@@ -324,8 +381,20 @@ def check_config(config: PipelineConfig, origin: str) -> None:
     def fail(message: str) -> None:
         raise Sapiens2StreamError(f"{origin}: {message}")
 
-    if not config.source.uri:
+    if config.sources is None and not config.source.uri:
         fail("source.uri is missing: give a video file, rtsp://..., webcam:0 or a folder (or pass --source)")
+    if config.sources is not None:
+        if not config.sources:
+            fail("sources is empty: list at least one {name, uri} (or use source: for a single input)")
+        names = set()
+        for i, src in enumerate(config.sources):
+            if not src.uri:
+                fail(f"sources[{i}].uri is missing: a video file, rtsp://..., webcam:0 or a folder")
+            if not SOURCE_NAME.match(src.name):
+                fail(f"sources[{i}].name {src.name!r} must be letters, digits, - and _ (it names OUTPUT/<name>/)")
+            if src.name in names:
+                fail(f"sources[{i}].name {src.name!r} is used twice; every source needs its own name")
+            names.add(src.name)
     if not config.enabled_models():
         fail("models: enable at least one of pose, seg, matting, normal, pointmap (each with a source:)")
     for name, model in config.enabled_models().items():
@@ -341,8 +410,8 @@ def check_config(config: PipelineConfig, origin: str) -> None:
         for i, box in enumerate(config.detector.boxes):
             if len(box) != 4:
                 fail(f"detector.boxes[{i}] must be [x, y, w, h], got {box}")
-    if config.detector.every < 1:
-        fail("detector.every must be at least 1")
+    if config.detector.every != "auto" and config.detector.every < 1:
+        fail("detector.every must be at least 1 (or auto)")
     if not 0 <= config.detector.conf <= 1:
         fail("detector.conf must be between 0 and 1")
     if config.runtime.queue_size < 1 or config.runtime.max_frames_per_batch < 1:

@@ -182,7 +182,8 @@ def test_soak_live_path_bounded_memory_and_queues(tmp_path, tiny_dir):
     pipeline = Pipeline(cfg, on_result=lambda r, p: samples.append((p.source.stats.frames, rss_mb())))
     summary = pipeline.run()
     assert summary["frames_in"] == 3000 and summary["frames_out"] > 100
-    assert all(q.max_depth <= 4 for q in pipeline.queues)
+    stream = pipeline.streams[0]
+    assert stream.max_waiting <= 4 and stream.max_outbox <= 4
     warm = [rss for frames, rss in samples if frames >= 500]
     assert warm and max(warm) - warm[0] < 100, (warm[0], max(warm))
 

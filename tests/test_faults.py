@@ -127,7 +127,7 @@ def wait_until_caught_up(pipeline, fps=30, timeout=60):
     raise AssertionError("the source never settled to the camera's pace")
 
 
-def camera_pipeline(tmp_path, tiny_dir, max_frames, timeout_s):
+def camera_pipeline(tmp_path, tiny_dir, max_frames, timeout_s, **sections):
     """A looping RTSP camera on 127.0.0.1 and a pipeline (block policy: nothing dropped) that reads it."""
     folder = tmp_path / "served"
     make_clip(folder / "cam.mp4", frames=60, size=(240, 320), people=1)
@@ -136,7 +136,7 @@ def camera_pipeline(tmp_path, tiny_dir, max_frames, timeout_s):
     cfg = config(tmp_path, tiny_dir, f"rtsp://127.0.0.1:{port}/cam.mp4?play_count=0",
                  source={"max_frames": max_frames, "timeout_s": timeout_s,
                          "reconnect": {"initial_s": 0.2, "max_s": 1.0}},
-                 runtime={"policy": "block"})  # fmt: skip
+                 runtime={"policy": "block"}, **sections)  # fmt: skip
     return folder, port, server, Pipeline(cfg)
 
 
@@ -168,7 +168,10 @@ def test_camera_drop_reconnects_and_resolution_change(tmp_path, tiny_dir):
 
 
 def test_stalled_stream_times_out_and_reconnects(tmp_path, tiny_dir):
-    _, _, server, pipeline = camera_pipeline(tmp_path, tiny_dir, max_frames=150, timeout_s=1.5)
+    # a model clearly faster than the 30 fps camera, so the reader catches up and then starves during the stall
+    # (a slower one reads frames still buffered in the connection and may never notice it)
+    fast = {"pose": {"source": str(tiny_dir["pose"]), "input_size": [64, 48], "flip": "off"}}
+    _, _, server, pipeline = camera_pipeline(tmp_path, tiny_dir, max_frames=150, timeout_s=1.5, models=fast)
     thread, box = run_in_thread(pipeline)
     try:
         wait_until_caught_up(pipeline)

@@ -1,9 +1,16 @@
-"""Device and precision choices, and one CUDA stream per model when a GPU is present."""
+"""Device and precision choices, and how a micro-batch moves between host and device.
+
+`DeviceTransfers` is the engine's only way to move data: each frame is uploaded once and shared by every task,
+each task runs on a CUDA stream of its own, outputs come back through pinned buffers with non-blocking copies,
+and the batch synchronises once. On the CPU the same calls cost nothing, so the engine has one code path.
+"""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 
 from ..errors import Sapiens2StreamError
@@ -18,21 +25,31 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def cpu_has_fast_bf16() -> bool:
-    """Native bf16 matrix units (AVX512-BF16 or AMX) through oneDNN."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
+def cpu_bf16_units() -> list[str]:
+    """The CPU's native bf16 matrix units. oneDNN's own check says yes on any AVX-512 CPU, where bf16 is emulated
+    and about 2x slower than fp32 (measured on Ice Lake); only these units make bf16 fast."""
+    checks = {"AMX": "_is_amx_tile_supported", "AVX512-BF16": "_is_avx512_bf16_supported"}
+    units = []
+    for unit, name in checks.items():
+        try:
+            if getattr(torch.cpu, name)():
+                units.append(unit)
+        except (AttributeError, RuntimeError):
+            pass
+    return units
 
 
-def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
-    """auto: bf16 on CUDA and on CPUs with native bf16 (about 2x faster there; Sapiens2 was trained in bf16 and
-    fp16 overflows), fp32 otherwise."""
-    if name == "auto":
-        fast = device.type == "cuda" or (device.type == "cpu" and cpu_has_fast_bf16())
-        return torch.bfloat16 if fast else torch.float32
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+def resolve_dtype(name: str, device: torch.device) -> tuple[torch.dtype, str]:
+    """The dtype to run and why. auto: bf16 on CUDA and on CPUs with native bf16 units (Sapiens2 was trained in
+    bf16 and fp16 overflows), fp32 otherwise."""
+    if name != "auto":
+        return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name], "runtime.dtype"
+    if device.type == "cuda":
+        return torch.bfloat16, "auto: CUDA"
+    units = cpu_bf16_units()
+    if units and device.type == "cpu":
+        return torch.bfloat16, f"auto: the CPU has native bf16 ({', '.join(units)})"
+    return torch.float32, "auto: no native bf16 on this CPU (no AMX or AVX512-BF16), so fp32"
 
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)
@@ -58,17 +75,57 @@ def compile_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
     return torch.compile(model, dynamic=False, mode=mode)
 
 
-class ModelStreams:
-    """A CUDA stream per model so the models of one batch overlap; a no-op on CPU."""
+class DeviceTransfers:
+    """Host <-> device movement for one micro-batch; on the CPU every call is free (no copies, no streams)."""
 
-    def __init__(self, device: torch.device, names: list[str]) -> None:
+    def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.streams = {n: torch.cuda.Stream(device) for n in names} if device.type == "cuda" else {}
 
-    def context(self, name: str) -> contextlib.AbstractContextManager:
-        stream = self.streams.get(name)
-        return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+    def upload(self, images: Sequence[np.ndarray]) -> list[torch.Tensor]:
+        """Each frame once, as an HxWxC uint8 tensor on the device, shared by every task of the batch."""
+        return [torch.from_numpy(np.ascontiguousarray(image)) for image in images]
+
+    def stream(self, task: str) -> contextlib.AbstractContextManager:
+        """Where `task`'s work is queued."""
+        return contextlib.nullcontext()
+
+    def to_host(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A host copy of a device tensor (started, not necessarily finished, until `synchronize`)."""
+        return tensor
 
     def synchronize(self) -> None:
-        for stream in self.streams.values():
-            stream.synchronize()
+        """Wait for every queued kernel and copy of the batch."""
+
+
+class CudaTransfers(DeviceTransfers):
+    """Pinned-memory uploads on the current stream, a CUDA stream per task that waits for them, non-blocking
+    copies back into pinned buffers, and one device synchronise per batch: the tasks of a batch overlap, and no
+    task's `.cpu()` serialises the others."""
+
+    def __init__(self, device: torch.device, tasks: Sequence[str]) -> None:
+        super().__init__(device)
+        self.streams = {task: torch.cuda.Stream(device) for task in tasks}
+
+    def upload(self, images: Sequence[np.ndarray]) -> list[torch.Tensor]:
+        host = super().upload(images)
+        return [t.pin_memory().to(self.device, non_blocking=True) for t in host]
+
+    @contextlib.contextmanager
+    def stream(self, task: str) -> Iterator[None]:
+        stream = self.streams[task]
+        stream.wait_stream(torch.cuda.current_stream(self.device))  # the uploads happened there
+        with torch.cuda.stream(stream):
+            yield
+
+    def to_host(self, tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.contiguous()
+        out = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+        out.copy_(tensor, non_blocking=True)
+        return out
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+
+def transfers_for(device: torch.device, tasks: Sequence[str]) -> DeviceTransfers:
+    return CudaTransfers(device, tasks) if device.type == "cuda" else DeviceTransfers(device)

@@ -3,6 +3,7 @@ same forward, decoding on device, dense outputs mapped back to each frame."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,8 +15,9 @@ from ..io.sources import Frame
 from ..models import load_model, pose_metadata, seg_metadata
 from ..processing import crop_persons, decode_heatmaps, mattes, merge_flip, prepare_frames, with_flipped
 from ..processing.dense import metric_pointmaps, seg_labels, unit_normals
-from .device import ModelStreams, compile_model, pad_to_bucket
+from .device import compile_model, pad_to_bucket, transfers_for
 
+TASKS = ("pose", "seg", "matting", "normal", "pointmap")  # the order a batch launches them in
 KEEP_ASPECT = {"seg": False, "matting": False, "normal": True, "pointmap": True}
 # how each output is mirrored back after flip TTA: (merge kind, channel order)
 MERGES = {
@@ -41,6 +43,7 @@ class Person:
 class FrameResult:
     frame: Frame
     people: list[Person]
+    source: str = ""  # the source's name (several sources), set when the result is delivered
     ended_tracks: list[int] = field(default_factory=list)
     seg: np.ndarray | None = None  # [H, W] uint8 class labels
     alpha: np.ndarray | None = None  # [H, W] float32 in [0, 1]
@@ -55,8 +58,17 @@ def chunks(n: int, size: int) -> list[slice]:
     return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
 
+Outputs = list[dict[str, torch.Tensor]]  # what one task leaves on the device for one batch
+
+
 class InferenceEngine:
-    """Holds the loaded models and runs them on micro-batches; everything stays on the device until the end."""
+    """Holds the loaded models and runs them on micro-batches; everything stays on the device until the end.
+
+    All device work happens on `executor`, one thread for the life of the engine: CUDA graph trees
+    (`torch.compile(mode="reduce-overhead")`) and CUDA streams keep per-thread state, so calls hopping between
+    threads would record the graphs again and multiply their memory. A batch is uploaded once, every task's
+    forward is launched on its own stream before any result is copied back, and the batch synchronises once.
+    """
 
     def __init__(
         self, models: dict[str, ModelConfig], device: torch.device, dtype: torch.dtype, compiled: bool = False
@@ -66,10 +78,14 @@ class InferenceEngine:
         self.compiled = compiled
         self.device, self.dtype = device, dtype
         self.models = {}
-        for task, cfg in models.items():
-            model = load_model(cfg.source, device=device, dtype=dtype)
+        for task in TASKS:
+            if task not in models:
+                continue
+            model = load_model(models[task].source, device=device, dtype=dtype)
             if model.task != task:
-                raise Sapiens2StreamError(f"models.{task}.source {cfg.source!r} holds a {model.task} model, not {task}")
+                raise Sapiens2StreamError(
+                    f"models.{task}.source {models[task].source!r} holds a {model.task} model, not {task}"
+                )
             self.models[task] = model
         self.runners = {t: compile_model(m, device) if compiled else m for t, m in self.models.items()}
         # Pose flip TTA mirrors back the predictor's inputs instead of its 308 outputs when those are fewer.
@@ -78,7 +94,8 @@ class InferenceEngine:
             predictor = self.models["pose"].decode_head.predictor
             if predictor.in_channels < predictor.out_channels:
                 self.fused_flip.add("pose")
-        self.streams = ModelStreams(device, list(self.models))
+        self.transfers = transfers_for(device, list(self.models))
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-device")
         self.events: list[str] = []
 
     def flip_for(self, task: str, under_load: bool) -> bool:
@@ -87,15 +104,23 @@ class InferenceEngine:
 
     @torch.inference_mode()
     def run(self, frames: list[Frame], people: list[list[Person]], under_load: bool = False) -> list[FrameResult]:
+        """Results for a micro-batch of frames (from any sources) and the people found in each."""
         results = [FrameResult(f, p) for f, p in zip(frames, people, strict=True)]
-        if "pose" in self.models:
-            with self.streams.context("pose"):
-                self._pose(results, self.flip_for("pose", under_load))
-        for task in ("seg", "matting", "normal", "pointmap"):
-            if task in self.models:
-                with self.streams.context(task):
-                    self._dense(task, results, self.flip_for(task, under_load))
-        self.streams.synchronize()
+        flips = {task: self.flip_for(task, under_load) for task in self.models}
+        images = self.transfers.upload([f.rgb for f in frames])
+        launched: dict[str, Outputs] = {}
+        for task in self.models:
+            with self.transfers.stream(task):
+                launched[task] = self._launch(task, images, results, flips[task])
+        copies: dict[str, Outputs] = {}
+        for task, outputs in launched.items():
+            with self.transfers.stream(task):
+                copies[task] = [{k: self.transfers.to_host(v) for k, v in out.items()} for out in outputs]
+        self.transfers.synchronize()
+        for task, outputs in copies.items():
+            self._assemble(task, results, outputs)
+            for r in results:
+                r.flip[task] = flips[task]
         return results
 
     def _forward(self, task: str, x: torch.Tensor, flip: bool) -> dict[str, torch.Tensor | None]:
@@ -126,47 +151,55 @@ class InferenceEngine:
             merged[name] = None if value is None else value[:n]  # drop the bucket padding
         return merged
 
-    def _pose(self, results: list[FrameResult], flip: bool) -> None:
+    def _launch(self, task: str, images: list[torch.Tensor], results: list[FrameResult], flip: bool) -> Outputs:
+        """Queue the task's work for the batch; the outputs stay on the device."""
+        if task == "pose":
+            return self._launch_pose(images, results, flip)
+        cfg = self.cfg[task]
+        outputs: Outputs = []
+        for part in chunks(len(images), cfg.max_batch):
+            frames = prepare_frames(images[part], tuple(cfg.input_size), KEEP_ASPECT[task], device=self.device,
+                                    dtype=self.dtype)  # fmt: skip
+            out = self._forward(task, frames.pixel_values, flip)
+            if task == "seg":
+                outputs += [{"seg": labels.to(torch.uint8)} for labels in seg_labels(out["logits"], frames)]
+            elif task == "matting":
+                outputs += [
+                    {"alpha": a[0], "foreground": f.permute(1, 2, 0)}
+                    for a, f in mattes(out["alphas"], out["foregrounds"], frames)
+                ]  # fmt: skip
+            elif task == "normal":
+                outputs += [{"normals": n.permute(1, 2, 0)} for n in unit_normals(out["normals"], frames)]
+            else:
+                maps = metric_pointmaps(out["pointmaps"], out["scales"], frames)
+                outputs += [{"pointmap": m.permute(1, 2, 0)} for m in maps]
+        return outputs
+
+    def _launch_pose(self, images: list[torch.Tensor], results: list[FrameResult], flip: bool) -> Outputs:
+        cfg = self.cfg["pose"]
         boxes = [np.array([p.box for p in r.people], np.float32).reshape(-1, 4) for r in results]
-        size = tuple(self.cfg["pose"].input_size)
-        crops = crop_persons([r.frame.rgb for r in results], boxes, size, device=self.device, dtype=self.dtype)
+        size = tuple(cfg.input_size)
+        crops = crop_persons(images, boxes, size, device=self.device, dtype=self.dtype)
         if len(crops) == 0:
-            return
+            return []
         keypoints, scores = [], []
-        for part in chunks(len(crops), self.cfg["pose"].max_batch):
+        for part in chunks(len(crops), cfg.max_batch):
             heatmaps = self._forward("pose", crops.pixel_values[part], flip)["heatmaps"]
             kp, sc = decode_heatmaps(heatmaps, crops.boxes[part], size)
             keypoints.append(kp)
             scores.append(sc)
-        kp_all = torch.cat(keypoints).cpu().numpy()
-        sc_all = torch.cat(scores).cpu().numpy()
-        people = [p for r in results for p in r.people]
-        for person, kp, sc in zip(people, kp_all, sc_all, strict=True):
-            person.keypoints, person.keypoint_scores = kp, sc
-        for r in results:
-            r.flip["pose"] = flip
+        return [{"keypoints": torch.cat(keypoints), "scores": torch.cat(scores)}]
 
-    def _dense(self, task: str, results: list[FrameResult], flip: bool) -> None:
-        for part in chunks(len(results), self.cfg[task].max_batch):
-            batch_results = results[part]
-            frames = prepare_frames(
-                [r.frame.rgb for r in batch_results], tuple(self.cfg[task].input_size), KEEP_ASPECT[task],
-                device=self.device, dtype=self.dtype,
-            )  # fmt: skip
-            out = self._forward(task, frames.pixel_values, flip)
-            if task == "seg":
-                for r, labels in zip(batch_results, seg_labels(out["logits"], frames), strict=True):
-                    r.seg = labels.to(torch.uint8).cpu().numpy()
-            elif task == "matting":
-                for r, (a, f) in zip(batch_results, mattes(out["alphas"], out["foregrounds"], frames), strict=True):
-                    r.alpha = a[0].cpu().numpy()
-                    r.foreground = f.permute(1, 2, 0).cpu().numpy()
-            elif task == "normal":
-                for r, n in zip(batch_results, unit_normals(out["normals"], frames), strict=True):
-                    r.normals = n.permute(1, 2, 0).cpu().numpy()
-            else:
-                maps = metric_pointmaps(out["pointmaps"], out["scales"], frames)
-                for r, m in zip(batch_results, maps, strict=True):
-                    r.pointmap = m.permute(1, 2, 0).cpu().numpy()
-            for r in batch_results:
-                r.flip[task] = flip
+    @staticmethod
+    def _assemble(task: str, results: list[FrameResult], outputs: Outputs) -> None:
+        """Hand the host copies of the task's outputs to the results they belong to."""
+        if task == "pose":
+            if outputs:
+                people = [p for r in results for p in r.people]
+                kp_all, sc_all = outputs[0]["keypoints"].numpy(), outputs[0]["scores"].numpy()
+                for person, kp, sc in zip(people, kp_all, sc_all, strict=True):
+                    person.keypoints, person.keypoint_scores = kp, sc
+            return
+        for r, out in zip(results, outputs, strict=True):
+            for name, value in out.items():
+                setattr(r, name, value.numpy())

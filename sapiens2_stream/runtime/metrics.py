@@ -14,7 +14,6 @@ class Metrics:
     batch_sizes: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     frame_age_ms: list[float] = field(default_factory=list)  # arrival to written, per frame
     frames_out: int = 0
-    stale: int = 0  # live frames older than max_frame_age_s, dropped before inference
 
     def stage(self, name: str, ms_per_frame: float, batch: int | None = None) -> None:
         self.stage_ms[name].append(ms_per_frame)
@@ -36,7 +35,6 @@ class Metrics:
         age = p50_p95(self.frame_age_ms, 1) | {"max": round(max(self.frame_age_ms, default=0.0), 1)}
         return {
             "frames_out": self.frames_out,
-            "stale_dropped": self.stale,
             "stage_ms_per_frame": {k: p50_p95(v, 2) for k, v in self.stage_ms.items()},
             "batch_size": {
                 k: {"max": max(v), "mean": round(float(np.mean(v)), 2)} for k, v in self.batch_sizes.items() if v

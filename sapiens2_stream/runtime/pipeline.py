@@ -1,10 +1,17 @@
-"""The staged asyncio pipeline: read -> detect + track -> infer (crop, batch, models, decode) -> smooth + sinks.
+"""The pipeline: per-source streams around one shared engine.
 
-Stages are asyncio tasks joined by bounded queues; decoding, detection, inference and encoding run in worker
-threads so the event loop only schedules. The first edge follows the source's policy (files block, live
-sources keep the latest frames and count every drop); the later edges block, so back-pressure reaches the
-frame queue. Ctrl-C or SIGTERM stops reading and lets the queued work finish; a second one discards it.
-Sinks are closed in every case, so outputs are complete and playable.
+    streams (one per source: reader, waiting frames, tracker, smoother, sinks)
+      -> take: the planner picks the frames of the next micro-batch, fairly across sources
+      -> detect (one detector thread) + track (each stream's tracker)
+      -> infer (one device thread: crops, batched Sapiens2 forwards, flip TTA, decoding)
+      -> each stream's writer (smoothing and sinks on the stream's own thread)
+
+Detection of the next batch overlaps inference of the current one. Files run at full batches for throughput.
+Live sources are served freshest first: frames are taken just before the models free up (so they have not aged
+while the previous batch ran), the newest ones, and batches are sized from the measured cost per frame so that
+one batch of processing fits within `runtime.max_frame_age_s`. Work already done is never thrown away. A source
+that stalls, drops or ends never holds back the others. Ctrl-C or SIGTERM stops reading and lets the queued
+work finish; a second one discards it. Sinks are closed in every case, so outputs are complete and playable.
 """
 
 from __future__ import annotations
@@ -13,40 +20,108 @@ import asyncio
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import torch
 
 from ..config import PipelineConfig
 from ..detect import Detector, make_detector
-from ..io.sinks import make_sinks
-from ..io.sources import LIVE_KINDS, Source, source_kind
-from ..track import OnlineSmoother, Tracker
+from ..errors import Sapiens2StreamError
 from .device import resolve_device, resolve_dtype
 from .inference import FrameResult, InferenceEngine, Person
 from .metrics import Metrics
-from .queues import END, EdgeQueue, gather_batch
-from .resume import prepare_resume
+from .stream import DROP_REASONS, Stream, source_error
+
+EMA = 0.3  # weight of the newest measurement in the cost estimates
 
 
 @dataclass
 class LoadedModels:
-    """What is expensive to load and can serve many runs: the Sapiens2 models and the person detector."""
+    """What is expensive to load and can serve many runs: the Sapiens2 models and the person detector, each with
+    the one thread that runs it."""
 
     device: torch.device
     dtype: torch.dtype
+    dtype_reason: str
     engine: InferenceEngine
     detector: Detector
+    detect_thread: ThreadPoolExecutor
 
 
 def load_models(cfg: PipelineConfig) -> LoadedModels:
     rt = cfg.runtime
     device = resolve_device(rt.device)
-    dtype = resolve_dtype(rt.dtype, device)
+    dtype, reason = resolve_dtype(rt.dtype, device)
     compiled = rt.compile == "on" or (rt.compile == "auto" and device.type == "cuda")
     engine = InferenceEngine(cfg.enabled_models(), device, dtype, compiled)
-    return LoadedModels(device, dtype, engine, make_detector(cfg.detector, str(device)))
+    detector = make_detector(cfg.detector, str(device))
+    return LoadedModels(device, dtype, reason, engine, detector,
+                        ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-detect"))  # fmt: skip
+
+
+@dataclass
+class Item:
+    """A frame on its way from a stream through the engine."""
+
+    stream: Stream
+    frame: object
+    people: list[Person]
+    ended: list[int]
+
+
+class Planner:
+    """Which frames the next micro-batch takes, and how many.
+
+    Sources are served round robin (one frame each per round, starting after the source served first last
+    time), so no camera gets ahead of the others and a file takes its turn like a camera. Without live sources
+    a batch is `max_frames_per_batch` frames (throughput); with them, as many as fit in the latency budget
+    (`max_frame_age_s`) at the measured cost per frame, at least 1.
+    """
+
+    def __init__(self, streams: list[Stream], max_frames: int, budget_s: float) -> None:
+        self.streams, self.max_frames, self.budget_s = streams, max_frames, budget_s
+        self.cursor = 0
+        self.cost_per_frame: float | None = None  # seconds of inference per frame, measured
+        self.live_sizes: Counter[int] = Counter()
+
+    def observe(self, seconds: float, frames: int) -> None:
+        cost = seconds / frames
+        self.cost_per_frame = cost if self.cost_per_frame is None else EMA * cost + (1 - EMA) * self.cost_per_frame
+
+    def live_batch(self) -> int:
+        if self.cost_per_frame is None:
+            return 1
+        return max(1, min(self.max_frames, int(self.budget_s / self.cost_per_frame)))
+
+    def ready(self) -> list[Stream]:
+        order = self.streams[self.cursor:] + self.streams[: self.cursor]
+        return [s for s in order if s.admission() > 0]
+
+    def size(self) -> int:
+        return self.live_batch() if any(s.live for s in self.streams if s.reading) else self.max_frames
+
+    def take(self) -> list[tuple[Stream, object]]:
+        ready = self.ready()
+        if not ready:
+            return []
+        n = self.size()
+        shares = dict.fromkeys(ready, 0)
+        while sum(shares.values()) < n:
+            grew = False
+            for s in ready:
+                if sum(shares.values()) < n and s.admission() > shares[s]:
+                    shares[s] += 1
+                    grew = True
+            if not grew:
+                break
+        picks = [(s, frame) for s in ready if shares[s] for frame in s.take(shares[s])]
+        self.cursor = (self.streams.index(ready[0]) + 1) % len(self.streams)
+        if picks and any(s.live for s, _ in picks):
+            self.live_sizes[len(picks)] += 1
+        return picks
 
 
 class Pipeline:
@@ -54,35 +129,37 @@ class Pipeline:
         self, cfg: PipelineConfig, on_result: Callable[[FrameResult, Pipeline], None] | None = None,
         resume: bool = False, loaded: LoadedModels | None = None,
     ) -> None:  # fmt: skip
-        """`resume`: continue the interrupted run recorded in the output folder (files and image folders).
-        `loaded`: models and detector already loaded (batch workers reuse them across videos)."""
-        self.resumed = prepare_resume(cfg, source_kind(cfg.source) in LIVE_KINDS) if resume else None
-        if self.resumed is not None:
-            cfg = replace(cfg, source=replace(cfg.source, start_frame=self.resumed.start_frame))
+        """`resume`: continue the interrupted run recorded in each source's output folder (files and image
+        folders). `loaded`: models and detector already loaded (batch workers reuse them across videos)."""
         self.cfg = cfg
         self.on_result = on_result
         self.stop = threading.Event()
         self.cut = False
         self.interrupted = False
-        self.metrics = Metrics()
-        self.source = Source(cfg.source)
+        self.several = cfg.sources is not None
+        per_source = cfg.per_source()
+        self.streams = [Stream(c, c.source.name if self.several else "", resume, self.finish) for c in per_source]
         rt = cfg.runtime
-        self.policy = rt.policy if rt.policy != "auto" else ("latest" if self.source.live else "block")
         if rt.threads:
             torch.set_num_threads(rt.threads)
-        loaded = loaded or load_models(cfg)
-        self.device, self.dtype = loaded.device, loaded.dtype
-        self.engine, self.detector = loaded.engine, loaded.detector
-        self.tracker = Tracker(cfg.tracker)
-        sm = cfg.smoothing
-        self.smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
-        if self.resumed is not None:
-            self.resumed.restore(self.tracker, self.smoother, cfg.detector.every)
-        self.sinks = make_sinks(cfg, self.source, self.finish, self.resumed)
-        self.queues: list[EdgeQueue] = []
-        self._ended_unsent: list[int] = []  # tracks that ended on frames dropped before inference
-        self._drops_seen = 0  # frame-queue drops already taken into account by under_load()
+        self.loaded = loaded or load_models(cfg)
+        self.engine, self.detector = self.loaded.engine, self.loaded.detector
+        self.metrics = Metrics()  # the shared stages: detect and infer
+        self.planner = Planner(self.streams, rt.max_frames_per_batch, rt.max_frame_age_s)
+        self.work = asyncio.Event()
+        self.slot: list[Item] | None = None  # the batch handed from detection to inference ([]: the end)
+        self.slot_free = asyncio.Event()
+        self.slot_full = asyncio.Event()
+        self.busy_until = 0.0  # when the models are expected to be free (monotonic)
+        self.detect_s: float | None = None  # seconds per detect stage batch, measured
+        for stream in self.streams:
+            stream.wake = self.work.set
         self.started = 0.0
+
+    @property
+    def source(self):
+        """The (first) source: the single-source runs' way to its numbers."""
+        return self.streams[0].source
 
     # ------------------------------------------------------------------------------------------- control
 
@@ -91,146 +168,122 @@ class Pipeline:
         self.interrupted = True
         if self.stop.is_set():
             self.cut = True
-            for q in self.queues:
-                q.cut()
+            for stream in self.streams:
+                stream.discard()
         self.stop.set()
+        self.work.set()
 
     def finish(self) -> None:
         """The viewer pressed q or closed the display window: stop reading, finish what is queued, a normal end."""
         self.stop.set()
-
-    def under_load(self) -> bool:
-        """Live input falling behind: the frame queue is half full or frames were dropped recently."""
-        frames = self.queues[0]
-        return self.source.live and (frames.depth() * 2 >= frames.queue.maxsize or frames.dropped > self._drops_seen)
-
-    def _fresh(self, items: list, frame_of: Callable) -> list:
-        """Live input: drop items whose frame is older than max_frame_age_s (checked before detection, inference
-        and writing, so a slow output bounds the latency too).
-
-        Never under the `block` policy, which promises that nothing is dropped.
-        """
-        if not self.source.live or self.policy == "block":
-            return items
-        now, limit = time.time(), self.cfg.runtime.max_frame_age_s
-        fresh = [item for item in items if now - frame_of(item).wall_s <= limit]
-        self.metrics.stale += len(items) - len(fresh)
-        return fresh
+        self.work.set()
 
     # ------------------------------------------------------------------------------------------- stages
 
-    async def _read(self, out: EdgeQueue) -> None:
-        loop = asyncio.get_running_loop()
-        error: list[BaseException] = []
-
-        def produce() -> None:
-            try:
-                for frame in self.source.frames(self.stop):
-                    asyncio.run_coroutine_threadsafe(out.put(frame), loop).result()
-            except BaseException as e:  # re-raised in the event loop below
-                error.append(e)
-            finally:
-                asyncio.run_coroutine_threadsafe(out.close(), loop).result()
-
-        await asyncio.to_thread(produce)
-        if error:
-            raise error[0]
-
-    async def _detect(self, inp: EdgeQueue, out: EdgeQueue) -> None:
-        rt, every = self.cfg.runtime, self.cfg.detector.every
-        seen = self.resumed.detect_phase if self.resumed is not None else 0
-        while True:
-            frames, ended = await gather_batch(inp, rt.max_frames_per_batch, rt.max_wait_ms / 1000)
-            frames = self._fresh(frames, lambda f: f)
-            if frames and not self.cut:
-                start = time.perf_counter()
-                run = [i for i in range(len(frames)) if (seen + i) % every == 0]
-                seen += len(frames)
-                detections = await asyncio.to_thread(self.detector.detect, [frames[i].rgb for i in run])
-                found = dict(zip(run, detections, strict=True))
-                items = []
-                for i, frame in enumerate(frames):
-                    tracked = (
-                        self.tracker.update(found[i], frame.pts_s) if i in found else self.tracker.carry(frame.pts_s)
-                    )
-                    people = [Person(tid, box, score) for tid, box, score in tracked]
-                    items.append((frame, people, self.tracker.pop_ended()))
-                self.metrics.stage("detect", (time.perf_counter() - start) * 1e3 / len(frames), len(frames))
-                for item in items:
-                    await out.put(item)
-            if ended:
-                await out.close()
-                return
-
-    async def _infer(self, inp: EdgeQueue, out: EdgeQueue) -> None:
+    async def _next_picks(self) -> list[tuple[Stream, object]] | None:
+        """The frames of the next batch, or None once every stream has ended."""
         rt = self.cfg.runtime
         while True:
-            items, ended = await gather_batch(inp, rt.max_frames_per_batch, rt.max_wait_ms / 1000)
-            fresh = self._fresh(items, lambda item: item[0])
-            kept = {id(item) for item in fresh}
-            self._ended_unsent += [tid for item in items if id(item) not in kept for tid in item[2]]
-            items = fresh
-            if items and not self.cut:
-                start = time.perf_counter()
-                load = self.under_load()
-                self._drops_seen = self.queues[0].dropped
-                frames, people, ended_tracks = zip(*items, strict=True)
-                results = await asyncio.to_thread(self.engine.run, list(frames), list(people), load)
-                self.metrics.stage("infer", (time.perf_counter() - start) * 1e3 / len(items), len(items))
-                n_people = sum(len(p) for p in people)
-                if n_people:
-                    self.metrics.batch_sizes["people"].append(n_people)
-                for result, gone in zip(results, ended_tracks, strict=True):
-                    result.ended_tracks = [*self._ended_unsent, *gone]  # those of dropped frames ride along
-                    self._ended_unsent = []
-                    await out.put(result)
-            if ended:
-                await out.close()
-                return
+            self.work.clear()
+            ready = self.planner.ready()
+            if ready:
+                break
+            if all(not s.reading and not s.waiting for s in self.streams):
+                return None
+            await self.work.wait()
+        want = self.planner.size()
+        deadline = time.monotonic() + rt.max_wait_ms / 1000
+        while sum(s.admission() for s in self.planner.ready()) < want and any(s.reading for s in self.streams):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self.work.clear()
+            try:
+                await asyncio.wait_for(self.work.wait(), remaining)
+            except TimeoutError:
+                break
+        if any(s.drops_allowed for s in self.streams):
+            # just in time: take live frames only when the models are about to be free, so they do not age
+            # while the previous batch runs (under `block` nothing is dropped, so frames age anyway)
+            delay = self.busy_until - time.monotonic() - (self.detect_s or 0.0)
+            if delay > 0:
+                await asyncio.sleep(delay)
+        return self.planner.take()
 
-    def _end_tracks(self, result: FrameResult) -> None:
-        """Free the smoother state of the tracks that ended by this result's frame (written or dropped)."""
-        for track_id in result.ended_tracks:
-            self.smoother.drop(track_id)
-
-    def _write(self, result: FrameResult) -> None:
-        start = time.perf_counter()
-        self._end_tracks(result)
-        for p in result.people:
-            if p.keypoints is not None:
-                p.smoothed = self.smoother(p.track_id, result.frame.pts_s, p.keypoints, p.keypoint_scores)
-        for sink in self.sinks:
-            sink.write(result)
-        self.metrics.frames_out += 1
-        self.metrics.frame_age_ms.append((time.time() - result.frame.wall_s) * 1e3)
-        self.metrics.stage("write", (time.perf_counter() - start) * 1e3)
-        if self.on_result is not None:
-            self.on_result(result, self)
-
-    async def _sink(self, inp: EdgeQueue) -> None:
+    async def _detect(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            result = await inp.get()
-            if result is END:
+            await self.slot_free.wait()
+            picks = await self._next_picks()
+            if picks is None:
+                break
+            if not picks:
+                continue
+            start = time.perf_counter()
+            plan = [s.needs_detection() for s, _ in picks]
+            frames = [f.rgb for (_, f), due in zip(picks, plan, strict=True) if due]
+            found = iter(await loop.run_in_executor(self.loaded.detect_thread, self.detector.detect, frames)
+                         if frames else [])  # fmt: skip
+            items = []
+            for (stream, frame), due in zip(picks, plan, strict=True):
+                people, ended = stream.track(frame, next(found) if due else None)
+                items.append(Item(stream, frame, people, ended))
+            seconds = time.perf_counter() - start
+            self.detect_s = seconds if self.detect_s is None else EMA * seconds + (1 - EMA) * self.detect_s
+            self.metrics.stage("detect", seconds * 1e3 / len(items), len(items))
+            self.slot = items
+            self.slot_free.clear()
+            self.slot_full.set()
+        self.slot = []  # the end
+        self.slot_free.clear()
+        self.slot_full.set()
+
+    async def _infer(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.slot_full.wait()
+            items, self.slot = self.slot, None
+            self.slot_full.clear()
+            self.slot_free.set()
+            if not items:
                 return
             if self.cut:
+                for item in items:
+                    item.stream.release(1)
                 continue
-            if self._fresh([result], lambda r: r.frame):
-                await asyncio.to_thread(self._write, result)
-            else:  # too old to show: dropped, but its ended tracks still end (every earlier result is written)
-                self._end_tracks(result)
+            load = any(item.stream.under_load() for item in items)
+            n = len(items)
+            self.busy_until = time.monotonic() + (self.planner.cost_per_frame or 0.0) * n
+            start = time.perf_counter()
+            results = await loop.run_in_executor(
+                self.engine.executor, self.engine.run, [i.frame for i in items], [i.people for i in items], load
+            )
+            seconds = time.perf_counter() - start
+            self.planner.observe(seconds, n)
+            self.metrics.stage("infer", seconds * 1e3 / n, n)
+            people = sum(len(i.people) for i in items)
+            if people:
+                self.metrics.batch_sizes["people"].append(people)
+            for item, result in zip(items, results, strict=True):
+                result.ended_tracks = item.ended
+                item.stream.deliver(result)
+
+    def _on_result(self, result: FrameResult) -> None:
+        if self.on_result is not None:
+            self.on_result(result, self)
 
     # ------------------------------------------------------------------------------------------- running
 
     def run(self) -> dict:
-        """Run to the end of input (or a stop request) and return the summary."""
-        return asyncio.run(self._run())
+        """Run to the end of input (or a stop request) and return the summary. A source that failed ends its
+        stream while the others go on; the failure is raised at the end (`SourceFailed`, with the summary)."""
+        summary = asyncio.run(self._run())
+        failed = [s for s in self.streams if s.error is not None]
+        if failed:
+            raise SourceFailed(source_error(failed[0], self.several), summary)
+        return summary
 
     async def _run(self) -> dict:
-        rt = self.cfg.runtime
-        frames = EdgeQueue("frames", rt.queue_size, self.policy)
-        people = EdgeQueue("detections", rt.queue_size, "block")
-        results = EdgeQueue("results", rt.queue_size, "block")
-        self.queues = [frames, people, results]
         loop = asyncio.get_running_loop()
         installed = []
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -238,14 +291,18 @@ class Pipeline:
                 loop.add_signal_handler(sig, self.request_stop)
                 installed.append(sig)
             except (NotImplementedError, RuntimeError, ValueError):
-                pass  # not the main thread, or no signals here: stop() still works
+                pass  # not the main thread, or no signals here: request_stop() still works
         self.started = time.time()
+        for stream in self.streams:
+            stream.started = self.started
+        self.slot_free.set()
         try:
             async with asyncio.TaskGroup() as group:
-                group.create_task(self._read(frames))
-                group.create_task(self._detect(frames, people))
-                group.create_task(self._infer(people, results))
-                group.create_task(self._sink(results))
+                for stream in self.streams:
+                    group.create_task(stream.read(self.stop))
+                    group.create_task(stream.write_all(self._on_result))
+                group.create_task(self._detect())
+                group.create_task(self._infer())
         except BaseExceptionGroup as eg:
             self.stop.set()
             raise eg.exceptions[0] from None
@@ -253,28 +310,39 @@ class Pipeline:
             for sig in installed:
                 loop.remove_signal_handler(sig)
             self.stop.set()
-            for sink in self.sinks:
-                sink.close()
+            for stream in self.streams:
+                stream.close()
+                stream.threads.shutdown(wait=False)
         return self.summary()
 
     def summary(self) -> dict:
-        elapsed = time.time() - self.started
-        s = self.source.stats
-        return {
-            "source": self.cfg.source.uri,
-            "frames_in": s.frames,
-            "frames_out": self.metrics.frames_out,
-            "dropped": {q.name: q.dropped for q in self.queues if q.dropped}
-            | ({"stale": self.metrics.stale} if self.metrics.stale else {}),
-            "reconnects": s.reconnects,
-            "gap_s": round(s.gaps_s, 2),
-            "corrupt_skipped": s.corrupt,
+        """One source: its summary. Several: each source's and the totals."""
+        shared = {
             "interrupted": self.interrupted,
-            "resumed_from_frame": self.resumed.start_frame if self.resumed else None,
-            "seconds": round(elapsed, 2),
-            "fps": round(self.metrics.frames_out / elapsed, 2) if elapsed > 0 else 0.0,
-            "device": str(self.device),
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "events": (s.events + self.engine.events)[-10:],
-            **self.metrics.summary(),
+            "device": str(self.loaded.device),
+            "dtype": str(self.loaded.dtype).removeprefix("torch."),
+            "dtype_reason": self.loaded.dtype_reason,
+            "live_batch_sizes": dict(sorted(self.planner.live_sizes.items())),
+            "events": self.engine.events,
         }
+        per_source = {s.name: s.summary(self.metrics, shared) for s in self.streams}
+        if not self.several:
+            return next(iter(per_source.values()))
+        elapsed = max(time.time() - self.started, 1e-9)
+        totals = {
+            "frames_in": sum(s["frames_in"] for s in per_source.values()),
+            "frames_out": sum(s["frames_out"] for s in per_source.values()),
+            "dropped": {r: n for r in DROP_REASONS if (n := sum(s["dropped"].get(r, 0) for s in per_source.values()))},
+            "seconds": round(elapsed, 2),
+        }
+        totals["written_fps"] = round(totals["frames_out"] / elapsed, 2)
+        totals["processed_fps"] = round(sum(s.processed for s in self.streams) / elapsed, 2)
+        return {**shared, "sources": per_source, "totals": totals, **self.metrics.summary()}
+
+
+class SourceFailed(Sapiens2StreamError):
+    """A source failed during the run (the others finished); carries the run's summary."""
+
+    def __init__(self, error: Exception, summary: dict) -> None:
+        super().__init__(str(error))
+        self.summary = summary
