@@ -17,6 +17,7 @@ work finish; a second one discards it. Sinks are closed in every case, so output
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 import time
@@ -75,8 +76,8 @@ class Item:
 class Planner:
     """Which frames the next micro-batch takes, and how many.
 
-    Sources are served round robin (one frame each per round, starting after the source served first last
-    time), so no camera gets ahead of the others and a file takes its turn like a camera. Without live sources
+    Sources are served round robin (one frame each per round, starting after the last source served the time
+    before), so no camera gets ahead of the others and a file takes its turn like a camera. Without live sources
     a batch is `max_frames_per_batch` frames (throughput); with them, as many as fit in the latency budget
     (`max_frame_age_s`) at the measured cost per frame, at least 1.
     """
@@ -117,8 +118,10 @@ class Planner:
                     grew = True
             if not grew:
                 break
-        picks = [(s, frame) for s in ready if shares[s] for frame in s.take(shares[s])]
-        self.cursor = (self.streams.index(ready[0]) + 1) % len(self.streams)
+        served = [s for s in ready if shares[s]]
+        picks = [(s, frame) for s in served for frame in s.take(shares[s])]
+        if served:  # the next batch starts with the source after the last one served
+            self.cursor = (self.streams.index(served[-1]) + 1) % len(self.streams)
         if picks and any(s.live for s, _ in picks):
             self.live_sizes[len(picks)] += 1
         return picks
@@ -151,6 +154,7 @@ class Pipeline:
         self.slot_free = asyncio.Event()
         self.slot_full = asyncio.Event()
         self.busy_until = 0.0  # when the models are expected to be free (monotonic)
+        self.models_free = asyncio.Event()
         self.detect_s: float | None = None  # seconds per detect stage batch, measured
         for stream in self.streams:
             stream.wake = self.work.set
@@ -203,11 +207,13 @@ class Pipeline:
             except TimeoutError:
                 break
         if any(s.drops_allowed for s in self.streams):
-            # just in time: take live frames only when the models are about to be free, so they do not age
-            # while the previous batch runs (under `block` nothing is dropped, so frames age anyway)
+            # just in time: take live frames only when the models are about to be free (or are free, when the
+            # batch ended earlier than estimated), so they do not age while the previous batch runs; under
+            # `block` nothing is dropped, so frames age anyway
             delay = self.busy_until - time.monotonic() - (self.detect_s or 0.0)
             if delay > 0:
-                await asyncio.sleep(delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.models_free.wait(), delay)
         return self.planner.take()
 
     async def _detect(self) -> None:
@@ -254,10 +260,14 @@ class Pipeline:
             load = any(item.stream.under_load() for item in items)
             n = len(items)
             self.busy_until = time.monotonic() + (self.planner.cost_per_frame or 0.0) * n
+            self.models_free.clear()
             start = time.perf_counter()
-            results = await loop.run_in_executor(
-                self.engine.executor, self.engine.run, [i.frame for i in items], [i.people for i in items], load
-            )
+            try:
+                results = await loop.run_in_executor(
+                    self.engine.executor, self.engine.run, [i.frame for i in items], [i.people for i in items], load
+                )
+            finally:
+                self.models_free.set()
             seconds = time.perf_counter() - start
             self.planner.observe(seconds, n)
             self.metrics.stage("infer", seconds * 1e3 / n, n)
