@@ -20,10 +20,12 @@ def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) 
 
 
 def print_table(rows: list[dict]) -> None:
-    """Rows of {name, ours_s, baseline, baseline_s}: prints each with the speed-up ratio."""
+    """Rows of {name, ours_s, baseline, baseline_s[, note]}: prints each with the speed-up ratio."""
     print(f"{'benchmark':44s} {'ours':>10s} {'baseline':>10s} {'speed-up':>9s}  baseline")
     for r in rows:
         ratio = r["baseline_s"] / r["ours_s"]
+        note = f" ({r['note']})" if r.get("note") else ""
         print(
             f"{r['name']:44s} {r['ours_s'] * 1e3:8.1f}ms {r['baseline_s'] * 1e3:8.1f}ms {ratio:8.2f}x  {r['baseline']}"
+            + note
         )

@@ -1,0 +1,100 @@
+"""Live input against the file rate of the same pipeline, measured in the same run (tiny random models, CPU).
+
+- 3x too fast: a camera-paced source (`lavfi:testsrc2,realtime`) at three times the frames/s this machine
+  processes the pipeline on a file: written frames/s over the file's frames/s (1.0 = every result the machine
+  can compute is delivered), and the frame age at the sink.
+- keeps up: the same pipeline with the camera at half the file rate, and the live matting pipeline
+  (`pipelines/webcam_matting.yaml`, 640x360 at 15 fps, the tiny model at 256x192, which this CPU runs at about
+  25 frames/s): written frames/s over the camera's (1.0 = nothing dropped), and the frame age.
+
+Run: `python -m benchmarks.live` (about 2.5 minutes).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import av
+
+from sapiens2_stream.config import PipelineConfig, from_dict, load_config
+from sapiens2_stream.models import make_tiny_checkpoints
+from sapiens2_stream.runtime.pipeline import Pipeline
+
+SIZE = "320x240"
+LIVE_S = 30
+
+
+def record(path: Path, frames: int, fps: float, size: str = SIZE) -> None:
+    """What the camera sends, recorded to a file."""
+    w, h = map(int, size.split("x"))
+    with av.open(f"testsrc2=size={size}:rate={fps}", format="lavfi") as inp, av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=round(fps), options={"preset": "ultrafast"})
+        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+        for i, frame in enumerate(inp.decode(video=0)):
+            if i == frames:
+                break
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+
+
+def pose_seg(tiny: dict, uri: str, out: Path, frames: int) -> PipelineConfig:
+    models = {m: {"source": str(tiny[m]), "input_size": [512, 384], "flip": "off"} for m in ("pose", "seg")}
+    return from_dict(PipelineConfig, {
+        "source": {"uri": uri, "max_frames": frames},
+        "detector": {"type": "fixed", "boxes": [[40, 40, 60, 150], [180, 50, 60, 150]]},
+        "models": models, "outputs": {"dir": str(out)}, "runtime": {"device": "cpu"},
+    })  # fmt: skip
+
+
+def age(summary: dict) -> str:
+    a = summary["frame_age_ms"]
+    return f"frame age p50 {a['p50']:.0f} ms, p95 {a['p95']:.0f} ms"
+
+
+def row(name: str, written_fps: float, baseline: str, baseline_fps: float, summary: dict) -> dict:
+    return dict(name=name, ours_s=1 / written_fps, baseline=baseline, baseline_s=1 / baseline_fps, note=age(summary),
+                frame_age_ms=summary["frame_age_ms"], dropped=summary["dropped"],
+                live_batch_sizes=summary["live_batch_sizes"])  # fmt: skip
+
+
+def written_fps(summary: dict) -> float:
+    return summary["frames_out"] / summary["seconds"]
+
+
+def run() -> list[dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        tiny = make_tiny_checkpoints(work / "tiny", ("pose", "seg", "matting"))
+        record(work / "rec.mp4", 30, 15)
+        file_summary = Pipeline(pose_seg(tiny, str(work / "rec.mp4"), work / "file", 30)).run()
+        file_fps = written_fps(file_summary)
+        rows = []
+        for factor, label in ((3.0, "3x too fast"), (0.5, "keeps up")):
+            fps = round(factor * file_fps, 2)
+            camera = f"lavfi:testsrc2=size={SIZE}:rate={fps},realtime"
+            summary = Pipeline(pose_seg(tiny, camera, work / f"live{factor}", int(fps * LIVE_S))).run()
+            if factor > 1:
+                rows.append(row(f"live pose+seg, camera {label} ({fps} fps): written", written_fps(summary),
+                                "the same pipeline on a file", file_fps, summary))  # fmt: skip
+            else:
+                rows.append(row(f"live pose+seg, camera {label} ({fps} fps): written", written_fps(summary),
+                                "the camera's frames/s", fps, summary))  # fmt: skip
+        matting = load_config(
+            Path(__file__).parent.parent / "pipelines" / "webcam_matting.yaml",
+            [f"models.matting.source={tiny['matting']}", "models.matting.input_size=[256,192]", "outputs.display=false",
+             f"outputs.dir={work / 'matting'}", f"source.max_frames={15 * LIVE_S}", "runtime.device=cpu"],
+            source="lavfi:testsrc2=size=640x360:rate=15,realtime",
+        )  # fmt: skip
+        summary = Pipeline(matting).run()
+        rows.append(row("live matting (webcam_matting.yaml), 640x360 at 15 fps: written", written_fps(summary),
+                        "the camera's frames/s", 15.0, summary))  # fmt: skip
+        return rows
+
+
+if __name__ == "__main__":
+    from benchmarks.common import print_table
+
+    print_table(run())

@@ -1,0 +1,85 @@
+"""N sources in one process against N single-source processes on the same files (block policy, nothing dropped):
+total frames/s from the start of the processes to the last one done (loading included: it is paid once per
+process) and peak memory (the sum of every process's peak RSS; GPU memory is not measured here: no GPU).
+
+Run: `python -m benchmarks.multi_source` (about 4 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from sapiens2_stream.io.synthetic import make_clip
+from sapiens2_stream.models import make_tiny_checkpoints
+
+FRAMES, COUNTS = 90, (1, 2, 4)
+
+
+def spec(work: Path, tiny: dict) -> Path:
+    path = work / "pipeline.yaml"
+    path.write_text(yaml.safe_dump({
+        "source": {"uri": "replaced.mp4"},
+        "detector": {"type": "fixed", "boxes": [[40, 40, 60, 150], [180, 50, 60, 150]]},
+        "models": {m: {"source": str(tiny[m]), "input_size": [256, 192]} for m in ("pose", "seg")},
+        "runtime": {"device": "cpu"},
+    }))  # fmt: skip
+    return path
+
+
+def launch(pipeline: Path, sources: list[Path], out: Path) -> subprocess.Popen:
+    args = [sys.executable, "-m", "sapiens2_stream.cli", "run", str(pipeline), "--output", str(out), "--no-progress"]
+    for source in sources:
+        args += ["--source", f"{source.stem}={source}"]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def measure(procs: list[subprocess.Popen]) -> tuple[float, float]:
+    """(seconds until the last process ended, the sum of their peak RSS in MB)."""
+    start, peak = time.perf_counter(), 0.0
+    for proc in procs:
+        _, status, usage = os.wait4(proc.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        peak += usage.ru_maxrss / 1024
+    return time.perf_counter() - start, peak
+
+
+def run() -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        tiny = make_tiny_checkpoints(work / "tiny", ("pose", "seg"))
+        pipeline = spec(work, tiny)
+        clips = [work / f"cam{i}.mp4" for i in range(max(COUNTS))]
+        for i, clip in enumerate(clips):
+            make_clip(clip, frames=FRAMES, size=(240, 320), people=1 + i % 2)
+        for n in COUNTS:
+            t0 = time.perf_counter()
+            shared_s, shared_mb = measure([launch(pipeline, clips[:n], work / f"one{n}")])
+            shared_s = time.perf_counter() - t0
+            summary = json.loads((work / f"one{n}" / "summary.json").read_text())
+            assert summary["totals"]["frames_out"] == n * FRAMES
+            t0 = time.perf_counter()
+            separate_s, separate_mb = measure([launch(pipeline, [clip], work / f"sep{n}-{i}")
+                                               for i, clip in enumerate(clips[:n])])  # fmt: skip
+            separate_s = time.perf_counter() - t0
+            rows.append(dict(
+                name=f"{n} source(s) in one process: total frames/s", ours_s=shared_s / (n * FRAMES),
+                baseline=f"{n} single-source process(es)", baseline_s=separate_s / (n * FRAMES),
+                note=f"peak RSS {shared_mb:.0f} MB vs {separate_mb:.0f} MB",
+                rss_mb=round(shared_mb), baseline_rss_mb=round(separate_mb),
+            ))  # fmt: skip
+    return rows
+
+
+if __name__ == "__main__":
+    from benchmarks.common import print_table
+
+    print_table(run())
