@@ -40,6 +40,9 @@ def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
     from .runtime.progress import Progress, format_summary, save_summary
 
     pipeline = Pipeline(config, resume=resume)  # configuration errors surface here (exit 2)
+    for stream in pipeline.streams:
+        if stream.resumed is not None:
+            print(f"{stream.name + ': ' if stream.name else ''}{stream.resumed.describe()}", file=sys.stderr)
     bar = Progress(pipeline, enabled=progress)
     pipeline.on_result = bar
     failure = None

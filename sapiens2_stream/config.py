@@ -146,8 +146,18 @@ class GeometryOutput:
 
 
 @dataclass
+class RetentionConfig:
+    """What happens to closed segments (outputs.segment_s): the oldest are deleted while either limit is passed."""
+
+    max_age_h: float | None = None  # closed segments older than this many hours
+    max_gb: float | None = None  # all closed segments of a source together
+
+
+@dataclass
 class OutputsConfig:
     dir: str = "out"
+    segment_s: float | None = None  # roll the files into time-stamped folders of this many seconds (long live runs)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
     video: VideoOutput = field(default_factory=VideoOutput)
     jsonl: JsonlOutput = field(default_factory=JsonlOutput)
     tracks: TracksOutput = field(default_factory=TracksOutput)
@@ -416,6 +426,8 @@ def check_config(config: PipelineConfig, origin: str) -> None:
         fail("detector.conf must be between 0 and 1")
     if config.runtime.queue_size < 1 or config.runtime.max_frames_per_batch < 1:
         fail("runtime.queue_size and runtime.max_frames_per_batch must be at least 1")
+    if config.outputs.segment_s is not None and config.outputs.segment_s < 1:
+        fail("outputs.segment_s must be at least 1 (seconds)")
     bg = config.outputs.matting.background
     ok_bg = bg == "blur" or (isinstance(bg, (list, tuple)) and len(bg) == 3) or isinstance(bg, str)
     if not ok_bg:

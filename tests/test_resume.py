@@ -55,7 +55,7 @@ def test_restored_tracker_and_smoother_continue_like_the_uninterrupted_run(cut):
     full = run(frames, *make())
 
     before = full[:cut]  # what the interrupted run wrote
-    state = ResumeState(cut, before[-1]["pts"], before)
+    state = ResumeState(before)
     tracker, smoother = make()
     state.restore(tracker, smoother, EVERY)
     after = run(frames, tracker, smoother, start=cut)
@@ -76,7 +76,7 @@ def test_ended_tracks_stay_ended_and_new_people_get_new_ids():
     assert len(leaver) == 1  # the third person left at frame 20 and their track ended
 
     restored_tracker, restored_smoother = Tracker(TrackerConfig(max_lost_s=0.3)), OnlineSmoother("kalman")
-    ResumeState(45, records[-1]["pts"], records).restore(restored_tracker, restored_smoother, EVERY)
+    ResumeState(records).restore(restored_tracker, restored_smoother, EVERY)
     assert {tr.track_id for tr in restored_tracker.tracks} == {tr.track_id for tr in tracker.tracks}
     assert set(restored_smoother.state) == set(smoother.state)  # no state kept for the ended track
     assert restored_tracker.next_id == tracker.next_id

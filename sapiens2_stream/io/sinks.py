@@ -1,7 +1,7 @@
 """Result sinks, several at once: annotated video, JSONL per frame, per-track exports, matting videos, display.
 
-Every sink writes as results arrive and finishes its file on `close`, so an interrupted run keeps a playable
-video and complete JSON lines (each line is written whole and flushed).
+Every sink writes as results arrive and finishes its file on `close`. Even a killed process leaves complete
+outputs: videos are fragmented MP4 (see io.video) and each JSON line reaches the file in one write call.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import json
 import os
 from pathlib import Path
 
-import av
 import cv2
 import numpy as np
 import torch
@@ -19,12 +18,14 @@ from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
 from ..processing.dense import composite
 from .draw import depth_image, draw_box, draw_pose, draw_seg, normals_image
-from .video import VideoWriter, copy_audio
+from .video import VideoWriter
 
 GREEN_SCREEN = (0, 177, 64)
 
 
 class Sink:
+    redraw = False  # takes the frames `--resume` draws again (videos); records (JSONL, tracks) have them already
+
     def write(self, result) -> None:
         raise NotImplementedError
 
@@ -41,7 +42,8 @@ class JsonlSink(Sink):
 
     def __init__(self, path: Path, source_id: str, model_ids: dict[str, str], append: bool = False) -> None:
         self.path = path
-        self.file = open(path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if append else os.O_TRUNC)
+        self.fd = os.open(path, flags, 0o644)
         self.source_id = source_id
         self.model_ids = model_ids
 
@@ -65,11 +67,14 @@ class JsonlSink(Sink):
         return rec
 
     def write(self, result) -> None:
-        self.file.write(json.dumps(self.record(result), separators=(",", ":")) + "\n")
-        self.file.flush()
+        """One write call per line: a process killed at any moment leaves whole lines only."""
+        data = (json.dumps(self.record(result), separators=(",", ":")) + "\n").encode()
+        written = os.write(self.fd, data)
+        while written < len(data):  # a short write (a full disk, a signal): finish the line
+            written += os.write(self.fd, data[written:])
 
     def close(self) -> None:
-        self.file.close()
+        os.close(self.fd)
 
 
 def annotate(result, draw: list[str], threshold: float, background=GREEN_SCREEN) -> np.ndarray:
@@ -101,20 +106,33 @@ def matte_composite(result, background) -> np.ndarray:
 
 
 def open_writer(path: Path, fps: float | None, video_cfg, resume=None) -> VideoWriter:
-    """A video writer; when resuming, it starts with the frames the interrupted run had already written."""
+    """A video writer; when resuming, it starts with the frames of the interrupted run's file up to the first one
+    the run draws again (`resume.redraw_from`)."""
     writer = VideoWriter(path, fps, video_cfg.crf, video_cfg.preset)
     if resume is not None and path.exists():
         previous = path.with_name(path.stem + ".previous.mp4")
         os.replace(path, previous)
-        try:
-            writer.prefill(previous, resume.last_pts)
-        except av.FFmpegError:
-            pass  # the interrupted file was unreadable: the resumed video starts at the resume point
+        writer.prefill(previous, resume.redraw_from)
         previous.unlink()
     return writer
 
 
+def video_names(cfg: PipelineConfig) -> list[str]:
+    """The videos this configuration writes into the output folder."""
+    o, tasks = cfg.outputs, cfg.enabled_models()
+    wanted = [
+        (o.video.name, o.video.enabled),
+        (o.matting.composite_name, "matting" in tasks and o.matting.composite),
+        (o.matting.alpha_name, "matting" in tasks and o.matting.alpha),
+        (o.geometry.normals_name, "normal" in tasks and o.geometry.normals_video),
+        (o.geometry.depth_name, "pointmap" in tasks and o.geometry.depth_video),
+    ]
+    return [name for name, on in wanted if on]
+
+
 class VideoSink(Sink):
+    redraw = True
+
     def __init__(self, path: Path, fps: float | None, cfg, audio_source: str | None, resume, background) -> None:
         self.writer = open_writer(path, fps, cfg, resume)
         self.cfg = cfg
@@ -128,9 +146,7 @@ class VideoSink(Sink):
         self.last_pts = result.frame.pts_s
 
     def close(self) -> None:
-        self.writer.close()
-        if self.audio_source and self.writer.frames:
-            copy_audio(self.writer.path, self.audio_source, end_s=self.last_pts)
+        self.writer.close(self.audio_source, end_s=self.last_pts)
 
 
 def matting_background(background):
@@ -145,6 +161,8 @@ def matting_background(background):
 
 class VideosSink(Sink):
     """A sink writing some optional videos into the output folder, each opened (or resumed) the same way."""
+
+    redraw = True
 
     def __init__(self, out_dir: Path, fps: float | None, video_cfg, resume) -> None:
         self.out_dir, self.fps, self.video_cfg, self.resume = out_dir, fps, video_cfg, resume
@@ -209,19 +227,16 @@ class GeometrySink(VideosSink):
             os.replace(path.with_suffix(".tmp"), path)
 
 
-def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
-    """The sinks the configuration asks for, writing under outputs.dir (continuing them when resuming)."""
+def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume=None) -> list[Sink]:
+    """The sinks that write files into `out` (continuing them when resuming)."""
     from ..track.export import TrackSink
-    from .display import DisplaySink
 
-    out = Path(cfg.outputs.dir)
     out.mkdir(parents=True, exist_ok=True)
     o = cfg.outputs
     model_ids = {task: m.source for task, m in cfg.enabled_models().items()}
     sinks: list[Sink] = []
     if o.jsonl.enabled:
         sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append=resume is not None))
-    background = matting_background(o.matting.background) if cfg.models.matting is not None else GREEN_SCREEN
     if o.video.enabled:
         sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background))
     if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
@@ -235,6 +250,22 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
         if resume is not None:
             tracks.seed(resume.records)
         sinks.append(tracks)
+    return sinks
+
+
+def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
+    """The sinks the configuration asks for: the files under outputs.dir (rolled into segment folders with
+    outputs.segment_s), then the outputs that live for the whole run (the display window)."""
+    from .display import DisplaySink
+    from .segments import Segments
+
+    o = cfg.outputs
+    background = matting_background(o.matting.background) if cfg.models.matting is not None else GREEN_SCREEN
+    Path(o.dir).mkdir(parents=True, exist_ok=True)
+    if o.segment_s is not None:
+        sinks = [Segments(o, lambda folder: file_sinks(cfg, source, folder, background))]
+    else:
+        sinks = file_sinks(cfg, source, Path(o.dir), background, resume)
     if o.display:
         if cfg.models.matting is not None:
             render = lambda r: matte_composite(r, background) if r.alpha is not None else r.frame.rgb  # noqa: E731

@@ -1,6 +1,10 @@
 """H.264 mp4 writing with PyAV: yuv420p (plays in browsers), source timestamps kept, audio copied at the end.
 
-The file is finalised on close, so a run cut short still leaves a playable video.
+Crash-safe: the file is written as fragmented MP4 (an empty index up front, then self-contained fragments of one
+GOP each, flushed to disk as they are made) with a keyframe every second and no encoder delay (`zerolatency`: no
+B-frames, no look-ahead), so a process killed at any moment (SIGKILL, the OOM killer, a power cut) leaves a file
+that plays up to within about a second of the kill. A normal close remuxes it (a stream copy, with the source's
+audio) into a regular MP4 with the index at the front, which every player and browser opens with its duration.
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ import cv2
 import numpy as np
 
 TIME_BASE = Fraction(1, 90000)
+# frag_discont + use_editlist: the first fragment keeps the source's start time (an empty index cannot carry the
+# edit list that would otherwise shift the timeline back to it)
+FRAGMENTED = {"movflags": "frag_keyframe+empty_moov+default_base_moof+frag_discont", "use_editlist": "1",
+              "flush_packets": "1"}  # fmt: skip
 
 
 class VideoWriter:
@@ -23,7 +31,9 @@ class VideoWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fps = fps or 30.0
-        self.options = {"crf": str(crf), "preset": preset}
+        gop = max(1, round(self.fps))  # a keyframe, so a fragment, at least every second
+        self.options = {"crf": str(crf), "preset": preset, "tune": "zerolatency",
+                        "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0"}  # fmt: skip
         self.container: av.container.OutputContainer | None = None
         self.stream = None
         self.size: tuple[int, int] | None = None
@@ -32,7 +42,7 @@ class VideoWriter:
 
     def _open(self, h: int, w: int) -> None:
         self.size = (h - h % 2, w - w % 2)
-        self.container = av.open(str(self.path), "w", options={"movflags": "+faststart"})
+        self.container = av.open(str(self.path), "w", format="mp4", options=FRAGMENTED)
         rate = Fraction(self.fps).limit_denominator(1001)
         stream = self.container.add_stream("libx264", rate=rate, options=self.options)
         stream.width, stream.height = self.size[1], self.size[0]
@@ -57,46 +67,76 @@ class VideoWriter:
             self.container.mux(packet)
         self.frames += 1
 
-    def prefill(self, previous: Path, end_pts: float) -> None:
-        """Re-encode the frames of an earlier file up to `end_pts` (resuming an interrupted run)."""
-        with av.open(str(previous)) as old:
-            for frame in old.decode(video=0):
-                if frame.time is None or frame.time > end_pts + 1e-6:
-                    break
-                self.write(frame.to_ndarray(format="rgb24"), float(frame.time))
+    def prefill(self, previous: Path, frames: int) -> None:
+        """Re-encode the first `frames` frames of an earlier file (resuming an interrupted run)."""
+        for rgb, pts in decoded_frames(previous, frames):
+            self.write(rgb, pts)
 
-    def close(self) -> None:
+    def close(self, audio_source: str | Path | None = None, end_s: float | None = None) -> None:
+        """Finish the file: flush the encoder, then remux into a regular MP4 with the audio of `audio_source` (up
+        to `end_s`) when given. Where the remux fails the fragmented file stays, still playable."""
         if self.container is None:
             return
         for packet in self.stream.encode(None):
             self.container.mux(packet)
         self.container.close()
         self.container = None
+        if self.frames:
+            finalize(self.path, audio_source, end_s)
 
 
-def copy_audio(video_path: str | Path, audio_source: str | Path, end_s: float | None = None) -> bool:
-    """Remux the audio of `audio_source` (up to `end_s`) into the finished video. False if it cannot be copied."""
-    video_path = Path(video_path)
-    tmp = video_path.with_name(video_path.stem + ".audio-tmp.mp4")
+def decoded_frames(path: Path, limit: int | None = None):
+    """(rgb, pts seconds) of a video's frames in order, up to `limit`, stopping quietly where a file cut short by a
+    crash stops being decodable."""
     try:
-        with av.open(str(video_path)) as vin, av.open(str(audio_source)) as ain:
-            if not ain.streams.audio:
-                return False
-            with av.open(str(tmp), "w", options={"movflags": "+faststart"}) as out:
-                v_out = out.add_stream_from_template(vin.streams.video[0])
-                a_in = ain.streams.audio[0]
-                a_out = out.add_stream_from_template(a_in)
+        with av.open(str(path)) as container:
+            for i, frame in enumerate(container.decode(video=0)):
+                if limit is not None and i >= limit:
+                    return
+                yield frame.to_ndarray(format="rgb24"), float(frame.time)
+    except (av.FFmpegError, OSError):
+        return
+
+
+def playable_frames(path: Path) -> int:
+    """How many frames of a video decode (a file cut short by a crash plays up to its last complete fragment)."""
+    count = 0
+    try:
+        with av.open(str(path)) as container:
+            for packet in container.demux(video=0):
+                count += len(packet.decode())
+    except (av.FFmpegError, OSError):
+        pass
+    return count
+
+
+def finalize(video_path: str | Path, audio_source: str | Path | None = None, end_s: float | None = None) -> bool:
+    """Remux a (fragmented) video into a regular MP4 with the index up front, adding the audio of `audio_source` up
+    to `end_s`. Replaces the file only once the new one is complete. False where it could not be done."""
+    video_path = Path(video_path)
+    tmp = video_path.with_name(video_path.stem + ".final-tmp.mp4")
+    try:
+        with av.open(str(video_path)) as vin, av.open(str(tmp), "w", options={"movflags": "+faststart"}) as out:
+            v_out = out.add_stream_from_template(vin.streams.video[0])
+            audio = av.open(str(audio_source)) if audio_source else None
+            try:
+                a_in = audio.streams.audio[0] if audio is not None and audio.streams.audio else None
+                a_out = out.add_stream_from_template(a_in) if a_in is not None else None
                 for packet in vin.demux(vin.streams.video[0]):
                     if packet.dts is not None:
                         packet.stream = v_out
                         out.mux(packet)
-                for packet in ain.demux(a_in):
-                    if packet.dts is None:
-                        continue
-                    if end_s is not None and packet.pts is not None and float(packet.pts * a_in.time_base) > end_s:
-                        break
-                    packet.stream = a_out
-                    out.mux(packet)
+                if a_in is not None:
+                    for packet in audio.demux(a_in):
+                        if packet.dts is None:
+                            continue
+                        if end_s is not None and packet.pts is not None and float(packet.pts * a_in.time_base) > end_s:
+                            break
+                        packet.stream = a_out
+                        out.mux(packet)
+            finally:
+                if audio is not None:
+                    audio.close()
         os.replace(tmp, video_path)
         return True
     except (av.FFmpegError, ValueError, OSError):

@@ -52,6 +52,7 @@ class FrameResult:
     pointmap: np.ndarray | None = None  # [H, W, 3] float32
     flip: dict[str, bool] = field(default_factory=dict)
     composites: dict[int, np.ndarray] = field(default_factory=dict)  # matte over a background, made once per result
+    replayed: bool = False  # drawn again by --resume from its recorded result (the videos lacked it)
 
 
 def chunks(n: int, size: int) -> list[slice]:

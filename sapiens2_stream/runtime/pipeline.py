@@ -226,7 +226,7 @@ class Pipeline:
             if not picks:
                 continue
             start = time.perf_counter()
-            plan = [s.needs_detection() for s, _ in picks]
+            plan = [s.needs_detection(f) for s, f in picks]
             frames = [f.rgb for (_, f), due in zip(picks, plan, strict=True) if due]
             found = iter(await loop.run_in_executor(self.loaded.detect_thread, self.detector.detect, frames)
                          if frames else [])  # fmt: skip

@@ -1,30 +1,63 @@
 """`--resume`: continue an interrupted offline run from its last complete frame, with no duplicates.
 
-The JSONL is the record of what was finished: a partial last line (the run was killed mid-write) is cut off,
-the run restarts at the next frame, the videos are rebuilt from their earlier frames, and the per-track
-exports are seeded from the earlier lines. The tracker and the keypoint smoother are brought back to where they
-were by replaying the recorded people, so people visible at the cut keep their track ids and smooth on.
+The JSONL is the record of what was finished: a partial last line (the run was killed mid-write) is cut off and
+the models restart at the next frame. The videos keep the frames they still play (a killed run's fragmented MP4
+plays up to its last complete fragment); recorded frames missing from a video are drawn again from the recorded
+results and the source (dense layers such as seg overlays and mattes are computed again for them), so every
+video ends with one frame per input frame. The per-track exports are seeded from the earlier lines. The tracker
+and the keypoint smoother are brought back to where they were by replaying the recorded people, so people
+visible at the cut keep their track ids and smooth on.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
+from ..io.sinks import video_names
+from ..io.video import playable_frames
 from ..track.smoothing import OnlineSmoother
 from ..track.tracker import Tracker
 
 
 @dataclass
 class ResumeState:
-    start_frame: int
-    last_pts: float
-    records: list[dict]
+    records: list[dict]  # the complete JSONL lines of the interrupted run
+    videos: dict[str, int] = field(default_factory=dict)  # frames each existing video still plays
+
+    @property
+    def redraw_from(self) -> int:
+        """The first recorded frame (an index into `records`) that some video lacks: from there the videos are
+        drawn again."""
+        return min([len(self.records), *self.videos.values()])
+
+    @property
+    def start_frame(self) -> int:
+        """The first source frame to read: the first one to draw again, or the first one not yet processed."""
+        return self.records[self.redraw_from]["frame"] if self.redraw_from < len(self.records) else self.next_frame
+
+    @property
+    def next_frame(self) -> int:
+        """The first source frame the models have not processed yet."""
+        return self.records[-1]["frame"] + 1
+
+    def replayed(self) -> dict[int, dict]:
+        """The recorded results of the frames drawn again, by frame index."""
+        return {rec["frame"]: rec for rec in self.records[self.redraw_from :]}
+
+    def describe(self) -> str:
+        done = f"resuming after frame {self.records[-1]['frame']} ({len(self.records)} frames recorded)"
+        short = {name: n for name, n in self.videos.items() if n < len(self.records)}
+        if not short:
+            return done
+        lacking = ", ".join(f"{name} played {n}" for name, n in short.items())
+        return (f"{done}; {lacking}: drawing frames {self.start_frame}-{self.records[-1]['frame']} again from the "
+                "recorded results and the source")  # fmt: skip
 
     @property
     def max_track_id(self) -> int:
@@ -33,7 +66,7 @@ class ResumeState:
     @property
     def detect_phase(self) -> int:
         """Frames already seen since the run began, so the detector keeps running on the same frames."""
-        return self.start_frame - self.records[0]["frame"]
+        return self.next_frame - self.records[0]["frame"]
 
     def restore(self, tracker: Tracker, smoother: OnlineSmoother, every: int) -> None:
         """Replay the recorded people: the tracker's detector-frame observations, then the smoother over every
@@ -76,6 +109,8 @@ def prepare_resume(cfg: PipelineConfig, live: bool) -> ResumeState | None:
     """What was done before; None when there is nothing to resume (then the run starts from the beginning)."""
     if live:
         raise Sapiens2StreamError("--resume is for files and image folders; a live source cannot be rewound")
+    if cfg.outputs.segment_s is not None:
+        raise Sapiens2StreamError("--resume does not continue segmented outputs (outputs.segment_s); start a new run")
     if not cfg.outputs.jsonl.enabled:
         raise Sapiens2StreamError("--resume needs outputs.jsonl.enabled: the JSONL records which frames are done")
     path = Path(cfg.outputs.dir) / cfg.outputs.jsonl.name
@@ -89,4 +124,6 @@ def prepare_resume(cfg: PipelineConfig, live: bool) -> ResumeState | None:
             f"--resume: {path} was written for {records[0].get('source')!r}, not {cfg.source.uri!r}; "
             "use another --output"
         )
-    return ResumeState(records[-1]["frame"] + 1, records[-1]["pts"], records)
+    out = Path(cfg.outputs.dir)
+    videos = {name: playable_frames(out / name) for name in video_names(cfg) if (out / name).exists()}
+    return ResumeState(records, videos)

@@ -61,6 +61,9 @@ class Stream:
             fixed = 1 if every == "auto" else every
             self.resumed.restore(self.tracker, self.smoother, fixed)
             self.detect_countdown = -self.resumed.detect_phase % fixed
+        # recorded frames some video lacks (a killed run): drawn again from their records, nothing recomputed but
+        # the dense layers
+        self.replay = self.resumed.replayed() if self.resumed is not None else {}
         self.sinks = make_sinks(cfg, self.source, on_quit, self.resumed)
         self.metrics = Metrics()
         self.dropped: Counter[str] = Counter()
@@ -82,6 +85,7 @@ class Stream:
         self.behind_s = 0.0  # time spent behind a live source
         self.processed = 0
         self.detected = 0
+        self.redrawn = 0
         self.started = time.time()
         self.ended: float | None = None
         self.wake: Callable[[], None] = lambda: None  # tells the engine something changed
@@ -180,14 +184,18 @@ class Stream:
             return AUTO_EVERY_BEHIND if self.under_load() else 1
         return every
 
-    def needs_detection(self) -> bool:
-        """Whether the next frame taken is a detector frame (the tracker carries boxes on the others)."""
+    def needs_detection(self, frame: Frame) -> bool:
+        """Whether `frame`, the next one taken, is a detector frame (the tracker carries boxes on the others)."""
+        if frame.index in self.replay:
+            return False
         due = self.detect_countdown <= 0
         self.detect_countdown = self.detector_every() - 1 if due else self.detect_countdown - 1
         return due
 
     def track(self, frame: Frame, detections: np.ndarray | None) -> tuple[list[Person], list[int]]:
         """The people of a frame (track ids) and the tracks that ended by then."""
+        if frame.index in self.replay:
+            return recorded_people(self.replay[frame.index]), []
         if detections is not None:
             self.detected += 1
             tracked = self.tracker.update(detections, frame.pts_s)
@@ -201,7 +209,10 @@ class Stream:
         """A computed result, for the writer. A live stream whose output is still busy with a whole batch of
         earlier results drops the oldest of them (output too slow); its ended tracks ride on the next one."""
         result.source = self.name
-        self.processed += 1
+        if result.frame.index in self.replay:  # drawn again: the recorded people, as they were written
+            result.people, result.replayed = recorded_people(self.replay.pop(result.frame.index)), True
+        else:
+            self.processed += 1
         if self.drops_allowed and len(self.outbox) >= self.cfg.runtime.max_frames_per_batch:
             stale = self.outbox.popleft()
             heir = self.outbox[0] if self.outbox else result
@@ -218,6 +229,12 @@ class Stream:
         self._maybe_end()
 
     def write(self, result: FrameResult, on_result: Callable | None) -> None:
+        if result.replayed:
+            for sink in self.sinks:
+                if sink.redraw:
+                    sink.write(result)
+            self.redrawn += 1
+            return
         start = time.perf_counter()
         for track_id in result.ended_tracks:
             self.smoother.drop(track_id)
@@ -290,7 +307,8 @@ class Stream:
             "reconnects": s.reconnects,
             "gap_s": round(s.gaps_s, 2),
             "corrupt_skipped": s.corrupt,
-            "resumed_from_frame": self.resumed.start_frame if self.resumed else None,
+            "resumed_from_frame": self.resumed.next_frame if self.resumed else None,
+            **({"redrawn_frames": self.redrawn} if self.redrawn else {}),
             "seconds": round(elapsed, 2),
             "fps": round(self.metrics.frames_out / elapsed, 2),
             "processed_fps": round(self.processed / elapsed, 2),
@@ -306,6 +324,17 @@ class Stream:
                          batch_sizes=engine_metrics.batch_sizes, frame_age_ms=self.metrics.frame_age_ms,
                          frames_out=self.metrics.frames_out)  # fmt: skip
         return {**summary, **merged.summary()}
+
+
+def recorded_people(record: dict) -> list[Person]:
+    """The people of a JSONL record, as the run that wrote it had them."""
+    people = []
+    for p in record["people"]:
+        arrays = {k: None if p.get(k) is None else np.array(p[k], np.float64)
+                  for k in ("keypoints", "keypoint_scores", "keypoints_smoothed")}  # fmt: skip
+        people.append(Person(p["track_id"], np.array(p["box"], np.float32), p["score"], arrays["keypoints"],
+                             arrays["keypoint_scores"], arrays["keypoints_smoothed"]))  # fmt: skip
+    return people
 
 
 def source_error(stream: Stream, several: bool) -> Sapiens2StreamError:

@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from ..config import SmoothingConfig
+from ..io.sinks import Sink
 from ..models.metadata import COCO17_NAMES, pose_metadata
 from .smoothing import smooth_keypoints
 
 
-class TrackSink:
+class TrackSink(Sink):
     """Collects each track's frames while the run goes and writes the files at close."""
 
     def __init__(self, out_dir: Path, formats: list[str], smoothing: SmoothingConfig) -> None:
