@@ -4,6 +4,7 @@ during a live run leaves videos that play up to about a second before the kill a
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -153,3 +154,93 @@ def test_retention_by_age_keeps_young_segments_and_other_folders(tmp_path):
     deleted = apply_retention(tmp_path, max_age_h=24, max_gb=None)
     assert sorted(p.name for p in deleted) == names[:2]
     assert sorted(p.name for p in tmp_path.iterdir()) == names[2:]
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+PLAYER = """<!doctype html><html><body><script>
+async function play(name) {
+  const v = document.createElement("video");
+  v.muted = true; v.playbackRate = 4; v.src = "/" + name; document.body.appendChild(v);
+  const first = await new Promise(r => { v.onloadedmetadata = () => r(v.duration); v.onerror = () => r(-1); });
+  await v.play().catch(() => {});
+  await new Promise(r => { v.onended = r; v.onerror = r; setTimeout(r, 20000); });
+  return {name, first_duration: first, error: v.error ? v.error.code : null, ended: v.ended,
+          current: v.currentTime, duration: v.duration, frames: v.getVideoPlaybackQuality().totalVideoFrames};
+}
+(async () => {
+  const out = [];
+  for (const name of NAMES) out.push(await play(name));
+  await fetch("/result", {method: "POST", body: JSON.stringify(out)});
+})();
+</script><link rel="stylesheet" href="/wait"></body></html>"""
+
+
+def play_in_chromium(folder, names, tmp_path):
+    """Play each video of `folder` in headless Chromium (served over HTTP on 127.0.0.1); what the page saw."""
+    import http.server
+    import threading
+
+    result, done = {}, threading.Event()
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(folder), **kwargs)
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            if self.path == "/player.html":
+                body = PLAYER.replace("NAMES", json.dumps(names)).encode()
+            elif self.path == "/wait":  # holds the page's load event, so --dump-dom waits for the results
+                # (linked after the script: an inline script would wait for a stylesheet before it)
+                done.wait(90)
+                body = b""
+            else:
+                return super().do_GET()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            result["videos"] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            done.set()
+            self.send_response(204)
+            self.end_headers()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                        "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                        "--disable-sync", "--autoplay-policy=no-user-gesture-required",
+                        f"--user-data-dir={tmp_path / 'chromium'}", "--dump-dom",
+                        f"http://127.0.0.1:{server.server_port}/player.html"],
+                       capture_output=True, timeout=120)  # fmt: skip
+    finally:
+        server.shutdown()
+    assert done.is_set(), "the page never reported"
+    return {v["name"]: v for v in result["videos"]}
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="needs Debian's chromium (.ci/run installs it)")
+def test_killed_and_finished_recordings_play_in_a_browser(tmp_path, tiny_dir, clip):
+    killed = tmp_path / "killed"
+    records = kill_after_lines(write_spec(tmp_path, tiny_dir, "lavfi:testsrc2=size=320x240:rate=15,realtime",
+                                          killed), killed / "results.jsonl", 40)  # fmt: skip
+    playable = playable_frames(killed / "annotated.mp4")
+    assert playable >= 15 and len(records) >= 40
+    finished = tmp_path / "finished"
+    spec = write_spec(tmp_path, tiny_dir, clip, finished, source={"uri": str(clip), "max_frames": 45})
+    assert cli("run", spec, "--no-progress").returncode == 0
+    videos = tmp_path / "served"
+    videos.mkdir()
+    shutil.copy(killed / "annotated.mp4", videos / "killed.mp4")
+    shutil.copy(finished / "annotated.mp4", videos / "finished.mp4")
+    seen = play_in_chromium(videos, ["killed.mp4", "finished.mp4"], tmp_path)
+    for name, frames in (("killed.mp4", playable), ("finished.mp4", 45)):
+        v = seen[name]
+        assert v["error"] is None and v["ended"] and v["frames"] == frames, v
+        assert v["current"] == pytest.approx(v["duration"], abs=0.1) and v["duration"] >= (frames - 2) / 30, v
+    assert seen["finished.mp4"]["first_duration"] == pytest.approx(1.5, abs=0.05)  # known up front: faststart
