@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..config import SourceConfig
 from ..errors import Sapiens2StreamError
+from .upright import UPRIGHT, Orientation, display_orientation, exif_orientation, pixel_aspect, square_pixels
 
 STREAM_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://", "udp://", "tcp://", "srt://")
 LIVE_KINDS = ("stream", "webcam", "lavfi")
@@ -43,6 +45,7 @@ class SourceStats:
     gaps_s: float = 0.0  # total time without frames between a drop and the next frame
     corrupt: int = 0  # packets or images that could not be decoded and were skipped
     events: list[str] = field(default_factory=list)
+    conversions: list[str] = field(default_factory=list)  # how frames were made upright and square, said once each
 
 
 def resolve_kind(uri: str) -> str:
@@ -102,18 +105,21 @@ def image_paths(uri: str) -> list[Path]:
     return sorted(paths)
 
 
-def read_image(path: Path) -> np.ndarray | None:
-    """An image file as HxWx3 uint8 RGB (grayscale, alpha and 16-bit converted), or None if unreadable."""
-    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+def read_image(path: Path, turn: Orientation = UPRIGHT) -> np.ndarray | None:
+    """An image file as HxWx3 uint8 RGB (grayscale, alpha and 16-bit converted), upright by `turn` (its EXIF
+    orientation), or None if unreadable."""
+    img = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)  # (this flag leaves the EXIF orientation to us)
     if img is None:
         return None
     if img.dtype == np.uint16:
         img = (img / 257).round().astype(np.uint8)
     if img.ndim == 2:
-        return cv2.cvtColor(img, cv2.COLOR_GRAY2RGB)
-    if img.shape[2] == 4:
-        return cv2.cvtColor(img, cv2.COLOR_BGRA2RGB)
-    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+        img = cv2.cvtColor(img, cv2.COLOR_GRAY2RGB)
+    elif img.shape[2] == 4:
+        img = cv2.cvtColor(img, cv2.COLOR_BGRA2RGB)
+    else:
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    return turn.apply(img)
 
 
 class Source:
@@ -206,17 +212,37 @@ class Source:
         self.stats.frames += 1
         return Frame(index, pts_s, time.time(), rgb)
 
+    def _note(self, conversion: str) -> None:
+        if conversion not in self.stats.conversions:
+            self.stats.conversions.append(conversion)
+
+    def _picture(self, vf: av.VideoFrame, sar: Fraction) -> np.ndarray:
+        """A decoded frame as players show it: square pixels, then upright; each conversion noted once."""
+        rgb = vf.to_ndarray(format="rgb24")
+        if sar != 1:
+            h, w = rgb.shape[:2]
+            rgb = square_pixels(rgb, sar)
+            self._note(f"resampled to square pixels (sample aspect ratio {sar.numerator}:{sar.denominator}, "
+                       f"{w}x{h} stored, {rgb.shape[1]}x{h} shown)")  # fmt: skip
+        turn = display_orientation(vf)
+        if turn != UPRIGHT:
+            self._note(f"{turn} to show them upright, as the video's display matrix says")
+        return turn.apply(rgb)
+
     def _image_frames(self, stop: threading.Event) -> Iterator[Frame]:
         for i, path in enumerate(self._paths):
             if stop.is_set() or self._limit_reached(i):
                 return
             if i < self.cfg.start_frame:
                 continue
-            rgb = read_image(path)
+            turn = exif_orientation(path)
+            rgb = read_image(path, turn)
             if rgb is None:
                 self.stats.corrupt += 1
                 self.stats.events.append(f"skipped unreadable image {path.name}")
                 continue
+            if turn != UPRIGHT:
+                self._note("photos shown upright as their EXIF orientation says")
             yield self._emit(i, i / self.fps, rgb)
 
     def _decode(self, container: av.container.InputContainer) -> Iterator[av.VideoFrame]:
@@ -231,6 +257,7 @@ class Source:
     def _file_frames(self, stop: threading.Event) -> Iterator[Frame]:
         with self._open() as container:
             stream = container.streams.video[0]
+            sar = pixel_aspect(stream.codec_context.sample_aspect_ratio)
             fps = self.fps or 30.0
             index = 0
             try:
@@ -239,7 +266,7 @@ class Source:
                         return
                     if index >= self.cfg.start_frame:
                         pts = vf.time if vf.time is not None else index / fps
-                        yield self._emit(index, float(pts), vf.to_ndarray(format="rgb24"))
+                        yield self._emit(index, float(pts), self._picture(vf, sar))
                     index += 1
             except av.FFmpegError as e:
                 self.stats.events.append(f"decoding stopped at frame {index}: {_reason(e)}")
@@ -266,6 +293,7 @@ class Source:
             else:
                 with container:
                     offset = None
+                    sar = pixel_aspect(container.streams.video[0].codec_context.sample_aspect_ratio)
                     try:
                         for vf in self._decode(container):
                             if stop.is_set() or self._limit_reached(index):
@@ -283,7 +311,7 @@ class Source:
                                 pts = stream_t + offset
                             last_frame_wall, last_pts = now, pts
                             wait = rc.initial_s
-                            yield self._emit(index, pts, vf.to_ndarray(format="rgb24"))
+                            yield self._emit(index, pts, self._picture(vf, sar))
                             index += 1
                     except av.FFmpegError as e:
                         self.stats.events.append(f"stream error: {_reason(e)}")

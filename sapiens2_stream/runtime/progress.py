@@ -67,6 +67,7 @@ def format_source(summary: dict) -> list[str]:
         lines.append(f"reconnects {summary['reconnects']}, total gap {summary['gap_s']}s")
     if summary["corrupt_skipped"]:
         lines.append(f"skipped {summary['corrupt_skipped']} undecodable packets or images")
+    lines.extend(f"frames {c}" for c in summary.get("conversions", []))
     for stage, v in summary["stage_ms_per_frame"].items():
         lines.append(f"  {stage:7s} p50 {v['p50']:8.1f} ms/frame   p95 {v['p95']:8.1f}")
     age = summary["frame_age_ms"]

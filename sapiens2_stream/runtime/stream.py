@@ -307,6 +307,7 @@ class Stream:
             "reconnects": s.reconnects,
             "gap_s": round(s.gaps_s, 2),
             "corrupt_skipped": s.corrupt,
+            **({"conversions": s.conversions} if s.conversions else {}),
             "resumed_from_frame": self.resumed.next_frame if self.resumed else None,
             **({"redrawn_frames": self.redrawn} if self.redrawn else {}),
             "seconds": round(elapsed, 2),
