@@ -90,6 +90,14 @@ class SmoothingConfig:
 
 
 @dataclass
+class MetricsConfig:
+    """Prometheus metrics at /metrics and a health check at /healthz."""
+
+    port: int | None = None  # None: no metrics server
+    host: str = "127.0.0.1"  # only this machine, unless you say otherwise
+
+
+@dataclass
 class RuntimeConfig:
     device: str = "auto"  # auto, cpu, cuda, cuda:1
     dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA and on CPUs with native bf16
@@ -100,6 +108,7 @@ class RuntimeConfig:
     max_frame_age_s: float = 1.0  # live, unless policy is block: older frames are dropped (before each stage)
     threads: int | None = None  # torch CPU threads
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile with batches padded to buckets; auto: CUDA only
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
 
 @dataclass
@@ -146,6 +155,33 @@ class GeometryOutput:
 
 
 @dataclass
+class StreamOutput:
+    """Re-stream the annotated video to a media server (RTMP: FLV; RTSP: RECORD)."""
+
+    url: str = ""  # rtmp://host/app/{source} or rtsp://host/path/{source}; empty: no re-stream
+    transport: Literal["tcp", "udp"] = "tcp"  # rtsp:// only
+    bitrate_kbps: int = 2500
+    queue: int = 30  # frames waiting for the server; more are dropped (counted), never waited for
+    reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
+
+
+@dataclass
+class MqttOutput:
+    """Results and events as MQTT messages (paho-mqtt)."""
+
+    host: str = ""  # empty: no MQTT
+    port: int = 1883
+    topic: str = "sapiens2/{source}"  # messages go to TOPIC/frames and TOPIC/events
+    status_topic: str = "sapiens2/status"  # retained online / offline (the last will)
+    qos: Literal[0, 1, 2] = 1
+    keypoints: Literal["coco17", "all", "none"] = "coco17"  # all: the 308 keypoints
+    username: str | None = None
+    password_env: str | None = None  # the name of the environment variable that holds the password
+    queue: int = 1000  # messages waiting for the broker; more are dropped (counted), never waited for
+    client_id: str = ""  # empty: sapiens2-stream-<pid>
+
+
+@dataclass
 class RetentionConfig:
     """What happens to closed segments (outputs.segment_s): the oldest are deleted while either limit is passed."""
 
@@ -164,6 +200,8 @@ class OutputsConfig:
     matting: MattingOutput = field(default_factory=MattingOutput)
     geometry: GeometryOutput = field(default_factory=GeometryOutput)
     display: bool = False
+    stream: StreamOutput = field(default_factory=StreamOutput)
+    mqtt: MqttOutput = field(default_factory=MqttOutput)
 
 
 @dataclass
@@ -426,6 +464,14 @@ def check_config(config: PipelineConfig, origin: str) -> None:
         fail("detector.conf must be between 0 and 1")
     if config.runtime.queue_size < 1 or config.runtime.max_frames_per_batch < 1:
         fail("runtime.queue_size and runtime.max_frames_per_batch must be at least 1")
+    url = config.outputs.stream.url
+    if url and not url.startswith(("rtmp://", "rtmps://", "rtsp://", "rtsps://")):
+        fail(f"outputs.stream.url {url!r} must be rtmp://... or rtsp://... (a media server that takes a stream)")
+    mqtt = config.outputs.mqtt
+    if mqtt.host and mqtt.password_env and mqtt.username is None:
+        fail("outputs.mqtt.password_env is set but outputs.mqtt.username is not")
+    if config.runtime.metrics.port is not None and not 0 <= config.runtime.metrics.port < 65536:
+        fail("runtime.metrics.port must be a TCP port (0-65535)")
     if config.outputs.segment_s is not None and config.outputs.segment_s < 1:
         fail("outputs.segment_s must be at least 1 (seconds)")
     bg = config.outputs.matting.background

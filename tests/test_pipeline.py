@@ -236,19 +236,28 @@ while True:
 """
 
 
-@pytest.mark.skipif(not (NGINX and NGINX_RTMP.exists()),
-                    reason="needs Debian's nginx-core and libnginx-mod-rtmp (.ci/run installs them)")  # fmt: skip
-def test_rtmp_stream(tmp_path, tiny_dir, clip):
-    """A real RTMP server (nginx's RTMP module on 127.0.0.1) relaying a clip that a publisher pushes in real time."""
-    port = free_port()
-    conf = tmp_path / "nginx.conf"
+needs_nginx_rtmp = pytest.mark.skipif(not (NGINX and NGINX_RTMP.exists()),
+                                      reason="needs Debian's nginx-core and libnginx-mod-rtmp (.ci/run installs them)")
+
+
+def start_nginx_rtmp(folder, port):
+    """A real RTMP server: nginx's RTMP module on 127.0.0.1:port, relaying what is published to live/NAME."""
+    folder.mkdir(parents=True, exist_ok=True)
+    conf = folder / "nginx.conf"
     conf.write_text(f"""load_module {NGINX_RTMP};
-daemon off; master_process off; pid {tmp_path}/nginx.pid; error_log {tmp_path}/nginx.log;
+daemon off; master_process off; pid {folder}/nginx.pid; error_log {folder}/nginx.log;
 events {{ worker_connections 64; }}
 rtmp {{ server {{ listen 127.0.0.1:{port}; application live {{ live on; }} }} }}
 """)
-    server = wait_for_port(port, subprocess.Popen([NGINX, "-c", str(conf), "-p", str(tmp_path), "-e",
-                                                   str(tmp_path / "nginx.log")]), "nginx RTMP server")  # fmt: skip
+    proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(folder), "-e", str(folder / "nginx.log")])
+    return wait_for_port(port, proc, "nginx RTMP server")
+
+
+@needs_nginx_rtmp
+def test_rtmp_stream(tmp_path, tiny_dir, clip):
+    """A real RTMP server (nginx's RTMP module on 127.0.0.1) relaying a clip that a publisher pushes in real time."""
+    port = free_port()
+    server = start_nginx_rtmp(tmp_path / "nginx", port)
     url = f"rtmp://127.0.0.1:{port}/live/cam"
     publisher = subprocess.Popen([sys.executable, "-c", PUBLISH, str(clip), url], stderr=subprocess.DEVNULL)
     try:

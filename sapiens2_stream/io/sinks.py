@@ -32,9 +32,20 @@ class Sink:
     def close(self) -> None:
         """Finish the output; called once, also after an interruption."""
 
+    def stats(self) -> dict | None:
+        """What an output that can refuse work (a server away) sent and dropped; None for files."""
+        return None
 
-def _round(a: np.ndarray | None, digits: int = 2) -> list | None:
+
+def rounded(a: np.ndarray | None, digits: int = 2) -> list | None:
+    """An array as a JSON list, rounded (0.01 px by default)."""
     return None if a is None else np.round(np.asarray(a, np.float64), digits).tolist()
+
+
+def seg_counts(labels: np.ndarray) -> dict[int, int]:
+    """Pixels per body-part class (the classes present)."""
+    counts = np.bincount(labels.ravel(), minlength=29)
+    return {int(c): int(n) for c, n in enumerate(counts) if n}
 
 
 class JsonlSink(Sink):
@@ -54,16 +65,15 @@ class JsonlSink(Sink):
             "wall": round(frame.wall_s, 3), "models": self.model_ids, "flip": result.flip,
             "people": [
                 {
-                    "track_id": p.track_id, "box": _round(p.box), "score": round(float(p.score), 4),
-                    "keypoints": _round(p.keypoints), "keypoint_scores": _round(p.keypoint_scores, 4),
-                    "keypoints_smoothed": _round(p.smoothed),
+                    "track_id": p.track_id, "box": rounded(p.box), "score": round(float(p.score), 4),
+                    "keypoints": rounded(p.keypoints), "keypoint_scores": rounded(p.keypoint_scores, 4),
+                    "keypoints_smoothed": rounded(p.smoothed),
                 }
                 for p in result.people
             ],
         }  # fmt: skip
         if result.seg is not None:
-            counts = np.bincount(result.seg.ravel(), minlength=29)
-            rec["seg_pixels"] = {int(c): int(n) for c, n in enumerate(counts) if n}
+            rec["seg_pixels"] = seg_counts(result.seg)
         return rec
 
     def write(self, result) -> None:
@@ -75,6 +85,15 @@ class JsonlSink(Sink):
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def annotated(result, draw: list[str], threshold: float, background=GREEN_SCREEN) -> np.ndarray:
+    """`annotate`, made once per result and shared by the outputs that show it (video, re-stream, window);
+    read-only."""
+    key = ("annotated", tuple(draw), threshold, id(background))
+    if key not in result.pictures:
+        result.pictures[key] = annotate(result, draw, threshold, background)
+    return result.pictures[key]
 
 
 def annotate(result, draw: list[str], threshold: float, background=GREEN_SCREEN) -> np.ndarray:
@@ -97,12 +116,12 @@ def annotate(result, draw: list[str], threshold: float, background=GREEN_SCREEN)
 def matte_composite(result, background) -> np.ndarray:
     """The matte over `background`, made once per result: the composite video, the annotated video and the window
     share it (read-only; copy before drawing on it)."""
-    key = id(background)
-    if key not in result.composites:
+    key = ("matte", id(background))
+    if key not in result.pictures:
         alpha = torch.from_numpy(result.alpha)[None]
         fg = torch.from_numpy(result.foreground).permute(2, 0, 1)
-        result.composites[key] = composite(alpha, fg, background, frame=result.frame.rgb).numpy()
-    return result.composites[key]
+        result.pictures[key] = composite(alpha, fg, background, frame=result.frame.rgb).numpy()
+    return result.pictures[key]
 
 
 def open_writer(path: Path, fps: float | None, video_cfg, resume=None) -> VideoWriter:
@@ -141,7 +160,7 @@ class VideoSink(Sink):
         self.last_pts: float | None = None
 
     def write(self, result) -> None:
-        img = annotate(result, self.cfg.draw, self.cfg.keypoint_threshold, self.background)
+        img = annotated(result, self.cfg.draw, self.cfg.keypoint_threshold, self.background)
         self.writer.write(img, result.frame.pts_s)
         self.last_pts = result.frame.pts_s
 
@@ -253,10 +272,13 @@ def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume=None) 
     return sinks
 
 
-def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
+def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None) -> list[Sink]:
     """The sinks the configuration asks for: the files under outputs.dir (rolled into segment folders with
-    outputs.segment_s), then the outputs that live for the whole run (the display window)."""
+    outputs.segment_s), then the outputs that live for the whole run: the display window, the re-stream and the
+    MQTT messages (through the process's shared client `mqtt`)."""
     from .display import DisplaySink
+    from .mqtt import MqttSink
+    from .restream import RestreamSink
     from .segments import Segments
 
     o = cfg.outputs
@@ -266,10 +288,16 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None) -> list[Sink]:
         sinks = [Segments(o, lambda folder: file_sinks(cfg, source, folder, background))]
     else:
         sinks = file_sinks(cfg, source, Path(o.dir), background, resume)
+    shown = lambda r: annotated(r, o.video.draw, o.video.keypoint_threshold, background)  # noqa: E731
+    name = cfg.source.name or cfg.name
     if o.display:
         if cfg.models.matting is not None:
             render = lambda r: matte_composite(r, background) if r.alpha is not None else r.frame.rgb  # noqa: E731
         else:
-            render = lambda r: annotate(r, o.video.draw, o.video.keypoint_threshold)  # noqa: E731
+            render = shown
         sinks.append(DisplaySink(render, on_quit))
+    if o.stream.url:
+        sinks.append(RestreamSink(o.stream.url.replace("{source}", name), source.fps, o.stream, shown))
+    if mqtt is not None:
+        sinks.append(MqttSink(mqtt, name, source))
     return sinks

@@ -46,6 +46,7 @@ class SourceStats:
     corrupt: int = 0  # packets or images that could not be decoded and were skipped
     events: list[str] = field(default_factory=list)
     conversions: list[str] = field(default_factory=list)  # how frames were made upright and square, said once each
+    last_frame_wall: float | None = None  # when the latest frame arrived (health checks)
 
 
 def resolve_kind(uri: str) -> str:
@@ -133,6 +134,7 @@ class Source:
         self.total_frames: int | None = None
         self.fps: float | None = None
         self.audio_path: str | None = None  # a file whose audio the video sink can copy
+        self.listeners: list = []  # (event, fields) callbacks: source_disconnected, source_reconnected
         self._paths: list[Path] = []
         if self.kind == "file":
             self._probe_file()
@@ -210,7 +212,14 @@ class Source:
 
     def _emit(self, index: int, pts_s: float, rgb: np.ndarray) -> Frame:
         self.stats.frames += 1
-        return Frame(index, pts_s, time.time(), rgb)
+        self.stats.last_frame_wall = time.time()
+        return Frame(index, pts_s, self.stats.last_frame_wall, rgb)
+
+    def _notify(self, event: str, **fields) -> None:
+        """Tell the listeners (MQTT events) that the camera dropped or came back; from the reader's thread."""
+        fields = {"wall": round(time.time(), 3), **fields}
+        for listener in self.listeners:
+            listener(event, fields)
 
     def _note(self, conversion: str) -> None:
         if conversion not in self.stats.conversions:
@@ -286,13 +295,13 @@ class Source:
         last_frame_wall: float | None = None
         last_pts: float | None = None
         while not stop.is_set() and not self._limit_reached(index):
+            offset = None
             try:
                 container = self._open()
             except Sapiens2StreamError as e:
                 self.stats.events.append(str(e))
             else:
                 with container:
-                    offset = None
                     sar = pixel_aspect(container.streams.video[0].codec_context.sample_aspect_ratio)
                     try:
                         for vf in self._decode(container):
@@ -304,6 +313,7 @@ class Source:
                                 offset = (now - start) - stream_t
                                 if last_frame_wall is not None:
                                     self.stats.gaps_s += now - last_frame_wall
+                                    self._notify("source_reconnected", gap_s=round(now - last_frame_wall, 3))
                             pts = stream_t + offset
                             if last_pts is not None and not 0 < pts - last_pts < JUMP_S:
                                 # the stream's clock jumped (RTCP sync, camera restart): continue in wall time
@@ -317,6 +327,8 @@ class Source:
                         self.stats.events.append(f"stream error: {_reason(e)}")
             if stop.is_set() or self._limit_reached(index):
                 return
+            if offset is not None:  # this connection had delivered frames: the camera dropped
+                self._notify("source_disconnected")
             silent_for = time.time() - (last_frame_wall or start)
             if rc.give_up_s is not None and silent_for > rc.give_up_s:
                 self.stats.events.append(f"gave up after {silent_for:.1f}s without frames")

@@ -51,7 +51,7 @@ class FrameResult:
     normals: np.ndarray | None = None  # [H, W, 3] float32 unit vectors
     pointmap: np.ndarray | None = None  # [H, W, 3] float32
     flip: dict[str, bool] = field(default_factory=dict)
-    composites: dict[int, np.ndarray] = field(default_factory=dict)  # matte over a background, made once per result
+    pictures: dict = field(default_factory=dict)  # pictures made once per result, shared by the outputs (read-only)
     replayed: bool = False  # drawn again by --resume from its recorded result (the videos lacked it)
 
 

@@ -1,24 +1,38 @@
-"""Per-stage latency, batch sizes and counters, and the end-of-run summary."""
+"""Per-stage latency, batch sizes and counters, and the end-of-run summary.
+
+Samples are kept for the last SAMPLES frames or batches only, so a run of weeks keeps bounded memory; the
+summary's percentiles are over those.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+SAMPLES = 100_000
+
+
+def samples() -> deque:
+    return deque(maxlen=SAMPLES)
+
 
 @dataclass
 class Metrics:
-    stage_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    batch_sizes: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
-    frame_age_ms: list[float] = field(default_factory=list)  # arrival to written, per frame
+    stage_ms: dict[str, deque] = field(default_factory=lambda: defaultdict(samples))
+    batch_sizes: dict[str, deque] = field(default_factory=lambda: defaultdict(samples))
+    frame_age_ms: deque = field(default_factory=samples)  # arrival to written, per frame
     frames_out: int = 0
+    observer: Callable[[str, float, int | None], None] | None = None  # also told every stage time (Prometheus)
 
     def stage(self, name: str, ms_per_frame: float, batch: int | None = None) -> None:
         self.stage_ms[name].append(ms_per_frame)
         if batch is not None:
             self.batch_sizes[name].append(batch)
+        if self.observer is not None:
+            self.observer(name, ms_per_frame, batch)
 
     @staticmethod
     def percentiles(values: list[float]) -> tuple[float, float]:

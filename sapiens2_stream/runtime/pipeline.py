@@ -31,9 +31,11 @@ import torch
 from ..config import PipelineConfig
 from ..detect import Detector, make_detector
 from ..errors import Sapiens2StreamError
+from ..io.mqtt import MqttClient
 from .device import resolve_device, resolve_dtype
 from .inference import FrameResult, InferenceEngine, Person
 from .metrics import Metrics
+from .monitoring import Monitor
 from .stream import DROP_REASONS, Stream, source_error
 
 EMA = 0.3  # weight of the newest measurement in the cost estimates
@@ -140,8 +142,9 @@ class Pipeline:
         self.cut = False
         self.interrupted = False
         self.several = cfg.sources is not None
-        per_source = cfg.per_source()
-        self.streams = [Stream(c, c.source.name if self.several else "", resume, self.finish) for c in per_source]
+        self.mqtt = MqttClient(cfg.outputs.mqtt) if cfg.outputs.mqtt.host else None
+        self.streams = [Stream(c, c.source.name if self.several else "", resume, self.finish, self.mqtt)
+                        for c in cfg.per_source()]  # fmt: skip
         rt = cfg.runtime
         if rt.threads:
             torch.set_num_threads(rt.threads)
@@ -159,6 +162,10 @@ class Pipeline:
         for stream in self.streams:
             stream.wake = self.work.set
         self.started = 0.0
+        self.monitor = Monitor(self, rt.metrics) if rt.metrics.port is not None else None
+        if self.monitor is not None:
+            for m in (self.metrics, *(s.metrics for s in self.streams)):
+                m.observer = self.monitor.observe_stage
 
     @property
     def source(self):
@@ -279,6 +286,8 @@ class Pipeline:
                 item.stream.deliver(result)
 
     def _on_result(self, result: FrameResult) -> None:
+        if self.monitor is not None:
+            self.monitor.frame_age.labels(result.source or self.cfg.name).observe(time.time() - result.frame.wall_s)
         if self.on_result is not None:
             self.on_result(result, self)
 
@@ -323,6 +332,10 @@ class Pipeline:
             for stream in self.streams:
                 stream.close()
                 stream.threads.shutdown(wait=False)
+            if self.mqtt is not None:  # after the streams: their last track events go out before "offline"
+                self.mqtt.close()
+            if self.monitor is not None:
+                self.monitor.close()
         return self.summary()
 
     def summary(self) -> dict:

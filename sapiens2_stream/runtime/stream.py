@@ -40,9 +40,9 @@ class Stream:
     """A source with everything that is its own; see the module docstring for what is dropped and when."""
 
     def __init__(self, cfg: PipelineConfig, name: str = "", resume: bool = False,
-                 on_quit: Callable[[], None] = lambda: None) -> None:  # fmt: skip
+                 on_quit: Callable[[], None] = lambda: None, mqtt=None) -> None:  # fmt: skip
         """`cfg`: a single-source configuration (PipelineConfig.per_source); `name`: the source's name, empty for
-        the single `source:`."""
+        the single `source:`; `mqtt`: the process's MQTT client, when outputs.mqtt is on."""
         live = source_kind(cfg.source) in LIVE_KINDS
         self.resumed = prepare_resume(cfg, live) if resume else None
         if self.resumed is not None:
@@ -64,7 +64,7 @@ class Stream:
         # recorded frames some video lacks (a killed run): drawn again from their records, nothing recomputed but
         # the dense layers
         self.replay = self.resumed.replayed() if self.resumed is not None else {}
-        self.sinks = make_sinks(cfg, self.source, on_quit, self.resumed)
+        self.sinks = make_sinks(cfg, self.source, on_quit, self.resumed, mqtt)
         self.metrics = Metrics()
         self.dropped: Counter[str] = Counter()
         self.waiting: deque[Frame] = deque()
@@ -84,6 +84,7 @@ class Stream:
         self.last_take: float | None = None
         self.behind_s = 0.0  # time spent behind a live source
         self.processed = 0
+        self.last_people = 0
         self.detected = 0
         self.redrawn = 0
         self.started = time.time()
@@ -243,6 +244,7 @@ class Stream:
                 p.smoothed = self.smoother(p.track_id, result.frame.pts_s, p.keypoints, p.keypoint_scores)
         for sink in self.sinks:
             sink.write(result)
+        self.last_people = len(result.people)
         self.metrics.frames_out += 1
         self.metrics.frame_age_ms.append((time.time() - result.frame.wall_s) * 1e3)
         self.metrics.stage("write", (time.perf_counter() - start) * 1e3)
@@ -295,6 +297,10 @@ class Stream:
 
     # ------------------------------------------------------------------------------------------- numbers
 
+    def output_stats(self) -> dict[str, dict]:
+        """What the outputs that can refuse work (re-stream, MQTT) sent and dropped."""
+        return {sink.kind: stats for sink in self.sinks if (stats := sink.stats()) is not None}
+
     def summary(self, engine_metrics: Metrics, extra: dict) -> dict:
         elapsed = max((self.ended or time.time()) - self.started, 1e-9)
         s = self.source.stats
@@ -316,6 +322,7 @@ class Stream:
             "written_fps": round(self.metrics.frames_out / elapsed, 2),
             "under_load_share": round(self.behind_s / elapsed, 3) if self.live else 0.0,
             "detector": {"every": self.cfg.detector.every, "frames_detected": self.detected},
+            **({"outputs": outputs} if (outputs := self.output_stats()) else {}),
             **extra,
             "events": (s.events + extra.get("events", []))[-10:],
         }

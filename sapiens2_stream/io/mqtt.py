@@ -1,0 +1,136 @@
+"""`outputs.mqtt`: results and events as MQTT messages (paho-mqtt 2), for home and factory automation.
+
+- `TOPIC/frames`: one JSON message per written frame (source, frame, pts, wall, people with track id, box, score
+  and keypoints as chosen, seg pixel counts when seg runs).
+- `TOPIC/events`: track started / ended (first and last time and box), source disconnected / reconnected.
+- `status_topic`: a retained `online`, with `offline` as the last will (and sent at a normal end).
+
+One connection per process, shared by every source. The broker is never waited for: paho sends from its own
+thread and keeps up to `queue` messages while the broker is away (re-sent on reconnect); a message beyond that is
+dropped and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from ..config import MqttOutput
+from ..errors import Sapiens2StreamError
+from ..models.metadata import pose_metadata
+from .sinks import Sink, rounded, seg_counts
+
+
+class MqttClient:
+    """The process's connection to the broker."""
+
+    def __init__(self, cfg: MqttOutput) -> None:
+        import paho.mqtt.client as mqtt
+
+        self.cfg = cfg
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=cfg.client_id or
+                                  f"sapiens2-stream-{os.getpid()}")  # fmt: skip
+        if cfg.username is not None:
+            password = None
+            if cfg.password_env:
+                password = os.environ.get(cfg.password_env)
+                if password is None:
+                    raise Sapiens2StreamError(
+                        f"outputs.mqtt.password_env names {cfg.password_env} but that environment variable is not set"
+                    )
+            self.client.username_pw_set(cfg.username, password)
+        self.client.max_queued_messages_set(cfg.queue)
+        self.client.reconnect_delay_set(0.5, 10)
+        self.client.will_set(cfg.status_topic, "offline", qos=1, retain=True)
+        self.client.on_connect = self._on_connect
+        self.queue_full = mqtt.MQTT_ERR_QUEUE_SIZE
+        self.client.connect_async(cfg.host, cfg.port)
+        self.client.loop_start()
+
+    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
+        if not reason_code.is_failure:
+            client.publish(self.cfg.status_topic, "online", qos=1, retain=True)
+
+    def publish(self, topic: str, message: dict, qos: int | None = None) -> bool:
+        """Queue a message; False when paho's queue is full (the broker has been away too long): dropped."""
+        data = json.dumps(message, separators=(",", ":"))
+        info = self.client.publish(topic, data, qos=self.cfg.qos if qos is None else qos)
+        return info.rc != self.queue_full
+
+    def close(self) -> None:
+        """Say `offline` (retained) when connected, then disconnect."""
+        if self.client.is_connected():
+            info = self.client.publish(self.cfg.status_topic, "offline", qos=1, retain=True)
+            info.wait_for_publish(timeout=2.0)
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+class MqttSink(Sink):
+    """One source's messages: frames and events under TOPIC (its `{source}` filled in)."""
+
+    kind = "mqtt"
+
+    def __init__(self, client: MqttClient, source_name: str, source) -> None:
+        topic = client.cfg.topic.replace("{source}", source_name)
+        self.client, self.name = client, source_name
+        self.frames_topic, self.events_topic = f"{topic}/frames", f"{topic}/events"
+        self.keypoints = client.cfg.keypoints
+        self.coco = list(pose_metadata().coco17)
+        self.tracks: dict[int, dict] = {}  # open tracks: first and last time and box
+        self.sent = self.dropped = 0
+        source.listeners.append(self._source_event)
+
+    def _send(self, topic: str, message: dict, qos: int | None = None) -> None:
+        if self.client.publish(topic, message, qos):
+            self.sent += 1
+        else:
+            self.dropped += 1
+
+    def _event(self, event: str, **fields) -> None:
+        self._send(self.events_topic, {"event": event, "source": self.name, **fields}, qos=1)
+
+    def _source_event(self, event: str, fields: dict) -> None:
+        """From the source's reader thread: disconnected / reconnected."""
+        self._event(event, **fields)
+
+    def _end(self, track_id: int, reason: str) -> None:
+        track = self.tracks.pop(track_id, None)
+        if track is not None:
+            self._event("track_ended", track_id=track_id, reason=reason, **track)
+
+    def person(self, p) -> dict:
+        out = {"track_id": p.track_id, "box": rounded(p.box), "score": round(float(p.score), 4)}
+        kp = p.smoothed if p.smoothed is not None else p.keypoints
+        if self.keypoints != "none" and kp is not None:
+            index = self.coco if self.keypoints == "coco17" else slice(None)
+            xy, sc = np.asarray(kp)[index], np.asarray(p.keypoint_scores)[index]
+            out["keypoints"] = np.round(np.column_stack([xy, sc]), 3).tolist()  # [x, y, score], smoothed px
+        return out
+
+    def write(self, result) -> None:
+        frame = result.frame
+        for track_id in result.ended_tracks:
+            self._end(track_id, "lost")
+        for p in result.people:
+            box = rounded(p.box)
+            if p.track_id not in self.tracks:
+                self.tracks[p.track_id] = {"first_pts": round(frame.pts_s, 6), "first_box": box, "frames": 0}
+                self._event("track_started", track_id=p.track_id, pts=round(frame.pts_s, 6), box=box)
+            self.tracks[p.track_id].update(last_pts=round(frame.pts_s, 6), last_box=box)
+            self.tracks[p.track_id]["frames"] += 1
+        message = {"source": self.name, "frame": frame.index, "pts": round(frame.pts_s, 6),
+                   "wall": round(frame.wall_s, 3), "people": [self.person(p) for p in result.people]}  # fmt: skip
+        if result.seg is not None:
+            message["seg_pixels"] = seg_counts(result.seg)
+        self._send(self.frames_topic, message)
+
+    def close(self) -> None:
+        for track_id in list(self.tracks):
+            self._end(track_id, "run ended")
+
+
+    def stats(self) -> dict:
+        return {"sent": self.sent, "dropped": self.dropped}

@@ -1,0 +1,148 @@
+"""`runtime.metrics`: Prometheus metrics at /metrics and a health check at /healthz, for Grafana and for
+whatever restarts a stuck service.
+
+Counters and gauges are read from the run's own numbers at scrape time (the same ones summary.json reports), so
+the two always agree; latencies are histograms observed as they happen. /healthz answers 200 while every live
+source delivered a frame within its `source.timeout_s`, 503 naming the silent ones otherwise. It listens on
+127.0.0.1 unless `runtime.metrics.host` says otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import torch
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ..config import MetricsConfig
+from ..errors import Sapiens2StreamError
+from .stream import DROP_REASONS
+
+AGE_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+STAGE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def source_label(stream) -> str:
+    return stream.name or stream.cfg.name
+
+
+class RunCollector:
+    """The run's counters and gauges, per source, read when Prometheus scrapes."""
+
+    def __init__(self, pipeline) -> None:
+        self.pipeline = pipeline
+
+    def collect(self):
+        streams = self.pipeline.streams
+        per_source = {
+            "frames_in": ("frames read from the source", lambda s: s.source.stats.frames),
+            "frames_processed": ("frames the models processed", lambda s: s.processed),
+            "frames_written": ("frames written to the outputs", lambda s: s.metrics.frames_out),
+            "reconnects": ("times the source was reconnected", lambda s: s.source.stats.reconnects),
+        }
+        for name, (doc, value) in per_source.items():
+            family = CounterMetricFamily(f"sapiens2_{name}", doc, labels=["source"])
+            for s in streams:
+                family.add_metric([source_label(s)], value(s))
+            yield family
+        dropped = CounterMetricFamily("sapiens2_frames_dropped", "frames dropped, by reason",
+                                      labels=["source", "reason"])  # fmt: skip
+        outputs = CounterMetricFamily("sapiens2_output_dropped", "frames or messages an output could not take",
+                                      labels=["source", "output"])  # fmt: skip
+        people = GaugeMetricFamily("sapiens2_people", "people in the latest written frame", labels=["source"])
+        fps = GaugeMetricFamily("sapiens2_processed_fps", "frames processed per second over the run", labels=["source"])
+        behind = GaugeMetricFamily("sapiens2_under_load", "1 while a live source is behind", labels=["source"])
+        for s in streams:
+            label = source_label(s)
+            for reason in DROP_REASONS:
+                dropped.add_metric([label, reason], s.dropped[reason])
+            for output, stats in s.output_stats().items():
+                outputs.add_metric([label, output], stats["dropped"])
+            people.add_metric([label], s.last_people)
+            fps.add_metric([label], s.processed / max(time.time() - s.started, 1e-9))
+            behind.add_metric([label], float(s.under_load()))
+        yield from (dropped, outputs, people, fps, behind)
+        device = self.pipeline.loaded.device
+        if device.type == "cuda":
+            gpu = GaugeMetricFamily("sapiens2_gpu_memory_bytes", "GPU memory the models hold", labels=["device"])
+            gpu.add_metric([str(device)], torch.cuda.memory_allocated(device))
+            yield gpu
+
+
+class Monitor:
+    """The metrics and health server of one run."""
+
+    def __init__(self, pipeline, cfg: MetricsConfig) -> None:
+        self.pipeline = pipeline
+        self.registry = CollectorRegistry()
+        self.registry.register(RunCollector(pipeline))
+        self.frame_age = Histogram("sapiens2_frame_age_seconds", "arrival to written, per frame", ["source"],
+                                   buckets=AGE_BUCKETS, registry=self.registry)  # fmt: skip
+        self.stage = Histogram("sapiens2_stage_seconds", "time per frame in each stage", ["stage"],
+                               buckets=STAGE_BUCKETS, registry=self.registry)  # fmt: skip
+        self.batch = Histogram("sapiens2_batch_frames", "frames per micro-batch", buckets=BATCH_BUCKETS,
+                               registry=self.registry)  # fmt: skip
+        try:
+            self.server = ThreadingHTTPServer((cfg.host, cfg.port), self._handler())
+        except OSError as e:
+            where = f"{cfg.host}:{cfg.port}"
+            raise Sapiens2StreamError(f"runtime.metrics: cannot listen on {where} ({e.strerror})") from None
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    def observe_stage(self, stage: str, ms_per_frame: float, batch: int | None) -> None:
+        self.stage.labels(stage).observe(ms_per_frame / 1e3)
+        if stage == "infer" and batch:
+            self.batch.observe(batch)
+
+    def health(self) -> tuple[int, dict]:
+        """200 while every live source delivered a frame within its timeout, 503 naming the silent ones."""
+        now, sources, silent = time.time(), {}, []
+        for s in self.pipeline.streams:
+            if not s.live or not s.reading:
+                continue
+            ago = now - (s.source.stats.last_frame_wall or s.started)
+            sources[source_label(s)] = round(ago, 2)
+            if ago > s.cfg.source.timeout_s:
+                silent.append(source_label(s))
+        body = {"status": "silent" if silent else "ok", "seconds_since_last_frame": sources}
+        if silent:
+            body["silent"] = silent
+        return (503 if silent else 200), body
+
+    def _handler(self):
+        monitor = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/metrics":
+                    status, body, kind = 200, generate_latest(monitor.registry), CONTENT_TYPE_LATEST
+                elif self.path == "/healthz":
+                    status, data = monitor.health()
+                    body, kind = json.dumps(data).encode(), "application/json"
+                else:
+                    status, body, kind = 404, b"/metrics or /healthz\n", "text/plain"
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        return Handler
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
