@@ -104,6 +104,44 @@ def test_restream_to_rtmp_survives_the_server_going_away(tmp_path, tiny_dir):
     assert min(np.abs(blocks(got) - blocks(o)).mean() for o in ours) < 4
 
 
+RTSP_SERVER = shutil.which("rtsp-server-perl")
+
+
+@pytest.mark.skipif(not RTSP_SERVER, reason="needs Debian's rtsp-server-perl (.ci/run installs it)")
+def test_restream_to_an_rtsp_server_with_record(tmp_path, tiny_dir):
+    """RTSP RECORD over UDP (the transport rtsp-server-perl takes) to a real server; a viewer reads it back."""
+    source_port, client_port = free_port(), free_port()
+    server = subprocess.Popen([RTSP_SERVER, "--clientport", str(client_port), "--serverport", str(source_port),
+                               "--client_listen_address", "127.0.0.1", "--source_listen_address", "127.0.0.1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    wait_for_port(source_port, server, "rtsp-server-perl")
+    cfg = config(tmp_path, tiny_dir, CAMERA, source={"max_frames": 15 * 8, "name": "door"},
+                 outputs={"stream": {"url": f"rtsp://127.0.0.1:{source_port}/{{source}}", "transport": "udp"}})
+    seen = []
+
+    def watch():
+        for _ in range(40):
+            try:
+                with av.open(f"rtsp://127.0.0.1:{client_port}/door", options={"rtsp_transport": "udp"},
+                             timeout=(5, 3)) as stream:  # fmt: skip
+                    for frame in stream.decode(video=0):
+                        seen.append(frame.to_ndarray(format="rgb24"))
+                        if len(seen) >= 30:
+                            return
+            except (av.FFmpegError, OSError):
+                time.sleep(0.3)  # not published yet
+
+    viewer = threading.Thread(target=watch, daemon=True)
+    viewer.start()
+    try:
+        summary = Pipeline(cfg).run()
+        viewer.join(timeout=20)
+    finally:
+        server.kill()
+    assert len(seen) >= 30 and seen[0].shape == (240, 320, 3)
+    assert summary["outputs"]["stream"]["sent"] >= 100 and summary["outputs"]["stream"]["connections"] == 1
+
+
 # ------------------------------------------------------------------------------------------------ MQTT
 
 MOSQUITTO = shutil.which("mosquitto", path="/usr/sbin:/usr/bin")

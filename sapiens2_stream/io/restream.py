@@ -55,12 +55,10 @@ class RestreamSink(Sink):
         return None
 
     def _open(self, width: int, height: int):
-        options = {"rw_timeout": str(int(RW_TIMEOUT_S * 1e6))}
         if self.url.startswith(("rtsp://", "rtsps://")):
-            fmt = "rtsp"
-            options["rtsp_transport"] = self.cfg.transport
+            fmt, options = "rtsp", {"rtsp_transport": self.cfg.transport}
         else:
-            fmt = "flv"
+            fmt, options = "flv", {"rw_timeout": str(int(RW_TIMEOUT_S * 1e6))}
         container = av.open(self.url, "w", format=fmt, options=options, timeout=RW_TIMEOUT_S)
         gop = max(1, round(self.fps))
         stream = container.add_stream("libx264", rate=Fraction(self.fps).limit_denominator(1001), options={
