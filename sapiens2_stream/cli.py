@@ -59,7 +59,25 @@ def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
     print(f"outputs in {Path(config.outputs.dir)}/", file=sys.stderr)
     if failure is not None:
         raise RuntimeFailure(str(failure)) from failure
+    p2s = config.outputs.pose2sim
+    if p2s.enabled and not summary["interrupted"]:
+        folders = [Path(c.outputs.dir) for c in config.per_source()]
+        export_project(folders, Path(config.outputs.dir) / "pose2sim", p2s.skeleton, p2s.calibration, p2s.sync, p2s.fps)
     return summary
+
+
+def export_project(folders, output, skeleton, calibration, sync, fps) -> dict:
+    """Write the Pose2Sim project and say how the cameras were synchronised."""
+    from .export.pose2sim import export_pose2sim
+
+    report = export_pose2sim(folders, output, skeleton, calibration, sync, fps)
+    people = "multi" if report["multi_person"] else "single"
+    print(f"Pose2Sim project in {output}/: {report['frames']} frames at {report['frame_rate']:.3g} fps, "
+          f"{report['skeleton']}, {people}-person", file=sys.stderr)  # fmt: skip
+    for name, cam in report["cameras"].items():
+        print(f"  {name}: offset {cam['offset_s']:+.3f} s ({cam['offset_frames']:+d} frames), {cam['method']}, "
+              f"confidence {cam['confidence']:.2f}, {cam['people']} people slot(s)", file=sys.stderr)  # fmt: skip
+    return report
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -97,6 +115,12 @@ def cmd_batch(args: argparse.Namespace) -> int:
     for video, reason in summary["failed"].items():
         print(f"failed: {video}: {reason}", file=sys.stderr)
     return EXIT_RUNTIME if summary["failed"] else EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """`export pose2sim RUN_DIR... --output PROJECT`: the runs of one take's cameras as a Pose2Sim project."""
+    export_project(args.runs, args.output, args.skeleton, args.calibration, args.sync, args.fps)
+    return EXIT_OK
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -186,6 +210,20 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--retries", type=int, default=2, help="tries after the first failure of a video (default 2)")
     add_common_options(batch)
     batch.set_defaults(func=cmd_batch)
+
+    export = sub.add_parser("export", help="convert what runs wrote for other tools")
+    formats = export.add_subparsers(dest="format", required=True)
+    p2s = formats.add_parser("pose2sim", help="the runs of one take's cameras as a synchronised Pose2Sim project")
+    p2s.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                     help="the output folder of each camera's run (the folder name is the camera's name)")  # fmt: skip
+    p2s.add_argument("--output", required=True, metavar="PROJECT", help="the Pose2Sim project folder to write")
+    p2s.add_argument("--skeleton", choices=["HALPE_26", "COCO_133_WRIST", "COCO_133"], default="HALPE_26")
+    p2s.add_argument("--calibration", metavar="Calib.toml", help="Pose2Sim's calibration; cameras matched by name")
+    p2s.add_argument("--sync", choices=["motion", "audio", "none"], default="auto",
+                     help="how to find the cameras' time offsets (default: audio when every camera has a clear "
+                          "soundtrack, otherwise motion)")  # fmt: skip
+    p2s.add_argument("--fps", type=float, help="the project's frame rate (default: the first camera's)")
+    export.set_defaults(func=cmd_export)
 
     validate = sub.add_parser("validate", help="check a pipeline YAML without running it")
     validate.add_argument("pipeline")

@@ -182,6 +182,17 @@ class MqttOutput:
 
 
 @dataclass
+class Pose2SimOutput:
+    """With several file sources: write a Pose2Sim project of the take to OUTPUT/pose2sim/ when the run ends."""
+
+    enabled: bool = False
+    skeleton: Literal["HALPE_26", "COCO_133_WRIST", "COCO_133"] = "HALPE_26"
+    calibration: str | None = None  # Calib.toml, cameras named like the sources
+    sync: Literal["auto", "motion", "audio", "none"] = "auto"
+    fps: float | None = None  # the project's frame rate (default: the first source's)
+
+
+@dataclass
 class RetentionConfig:
     """What happens to closed segments (outputs.segment_s): the oldest are deleted while either limit is passed."""
 
@@ -202,6 +213,7 @@ class OutputsConfig:
     display: bool = False
     stream: StreamOutput = field(default_factory=StreamOutput)
     mqtt: MqttOutput = field(default_factory=MqttOutput)
+    pose2sim: Pose2SimOutput = field(default_factory=Pose2SimOutput)
 
 
 @dataclass
@@ -472,6 +484,11 @@ def check_config(config: PipelineConfig, origin: str) -> None:
         fail("outputs.mqtt.password_env is set but outputs.mqtt.username is not")
     if config.runtime.metrics.port is not None and not 0 <= config.runtime.metrics.port < 65536:
         fail("runtime.metrics.port must be a TCP port (0-65535)")
+    if config.outputs.pose2sim.enabled:
+        if config.sources is None or len(config.sources) < 2 or config.models.pose is None:
+            fail("outputs.pose2sim needs the pose model and two or more sources (the cameras of one take)")
+        if not config.outputs.jsonl.enabled:
+            fail("outputs.pose2sim needs outputs.jsonl.enabled: the project is made from each source's JSONL")
     if config.outputs.segment_s is not None and config.outputs.segment_s < 1:
         fail("outputs.segment_s must be at least 1 (seconds)")
     bg = config.outputs.matting.background

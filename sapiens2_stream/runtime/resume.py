@@ -86,9 +86,8 @@ class ResumeState:
                     smoother(p["track_id"], rec["pts"], kp, np.array(p["keypoint_scores"], np.float64))
 
 
-def read_complete_lines(path: Path) -> list[dict]:
-    """Parse the JSONL, cutting the file back to its last complete, valid line."""
-    data = path.read_bytes()
+def parse_lines(data: bytes) -> tuple[list[dict], int]:
+    """The complete, valid JSON lines at the start of a JSONL's bytes, and where they end."""
     records, good_end, pos = [], 0, 0
     while True:
         end = data.find(b"\n", pos)
@@ -99,6 +98,13 @@ def read_complete_lines(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             break
         good_end = pos = end + 1
+    return records, good_end
+
+
+def read_complete_lines(path: Path) -> list[dict]:
+    """Parse the JSONL, cutting the file back to its last complete, valid line."""
+    data = path.read_bytes()
+    records, good_end = parse_lines(data)
     if good_end != len(data):
         with open(path, "r+b") as f:
             f.truncate(good_end)

@@ -1,0 +1,104 @@
+"""Pose2Sim's Calib.toml: one table per camera (image size, intrinsic matrix, OpenCV distortion, Rodrigues rotation
+and translation from the world to the camera, metres), read from Pose2Sim's own calibration or any OpenCV
+calibration written in that layout.
+
+Pose2Sim's own undistortion is broken (its error check reprojects with the distortion but compares with points
+undistorted into another matrix: 62 mm RMS measured), so points are undistorted here into the same intrinsic matrix
+(`cv2.undistortPoints(..., P=K)`) and the calibration is written with zero distortion.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..errors import Sapiens2StreamError
+
+NOT_CAMERAS = {"metadata", "capture_volume", "charuco", "checkerboard"}
+
+
+@dataclass(frozen=True)
+class Camera:
+    name: str
+    size: tuple[float, float]  # width, height in pixels
+    matrix: np.ndarray  # [3, 3]
+    distortions: np.ndarray  # OpenCV k1, k2, p1, p2 (fisheye: k1-k4)
+    rotation: np.ndarray  # Rodrigues, world -> camera
+    translation: np.ndarray  # metres, world -> camera
+    fisheye: bool = False
+
+    @property
+    def distorted(self) -> bool:
+        return bool(np.any(self.distortions != 0))
+
+    def undistort(self, points: np.ndarray) -> np.ndarray:
+        """[N, 2] pixels -> the pixels of an ideal pinhole camera with the same intrinsic matrix."""
+        if not self.distorted or len(points) == 0:
+            return points
+        pts = np.asarray(points, np.float64).reshape(-1, 1, 2)
+        if self.fisheye:
+            out = cv2.fisheye.undistortPoints(pts, self.matrix, self.distortions, P=self.matrix)
+        else:
+            out = cv2.undistortPoints(pts, self.matrix, self.distortions, P=self.matrix)
+        return out.reshape(-1, 2)
+
+    def projection(self) -> np.ndarray:
+        """The [3, 4] projection matrix K [R | t]."""
+        r, _ = cv2.Rodrigues(self.rotation)
+        return self.matrix @ np.hstack([r, self.translation.reshape(3, 1)])
+
+    def undistorted(self) -> Camera:
+        return replace(self, distortions=np.zeros_like(self.distortions), fisheye=False)
+
+
+def read_calibration(path: str | Path) -> dict[str, Camera]:
+    """Every camera table of a Calib.toml, by the camera's name (its `name` key, or the table's)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise Sapiens2StreamError(f"--calibration {path}: cannot read it ({e})") from None
+    cameras = {}
+    for key, table in data.items():
+        if key in NOT_CAMERAS or not isinstance(table, dict):
+            continue
+        try:
+            cam = Camera(
+                name=str(table.get("name", key)), size=tuple(float(v) for v in table["size"]),
+                matrix=np.array(table["matrix"], np.float64).reshape(3, 3),
+                distortions=np.array(table["distortions"], np.float64),
+                rotation=np.array(table["rotation"], np.float64).reshape(3),
+                translation=np.array(table["translation"], np.float64).reshape(3),
+                fisheye=bool(table.get("fisheye", False)),
+            )  # fmt: skip
+        except (KeyError, ValueError, TypeError) as e:
+            raise Sapiens2StreamError(f"--calibration {path}: camera table [{key}] is incomplete ({e})") from None
+        cameras[cam.name] = cam
+    if not cameras:
+        raise Sapiens2StreamError(f"--calibration {path}: no camera tables in it")
+    return cameras
+
+
+def numbers(values) -> str:
+    return "[ " + ", ".join(repr(float(v)) for v in np.ravel(values)) + "]"
+
+
+def write_calibration(path: Path, cameras: list[Camera]) -> None:
+    """Calib.toml in Pose2Sim's layout, the cameras in the given order (Pose2Sim pairs them with the pose folders
+    by position)."""
+    lines = []
+    for cam in cameras:
+        k = cam.matrix
+        lines += [
+            f"[{cam.name}]", f'name = "{cam.name}"', f"size = {numbers(cam.size)}",
+            f"matrix = [ {numbers(k[0])}, {numbers(k[1])}, {numbers(k[2])}]",
+            f"distortions = {numbers(cam.distortions)}", f"rotation = {numbers(cam.rotation)}",
+            f"translation = {numbers(cam.translation)}", f"fisheye = {str(cam.fisheye).lower()}", "",
+        ]  # fmt: skip
+    lines += ["[metadata]", "adjusted = false", "error = 0.0", ""]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
