@@ -220,3 +220,27 @@ def test_three_cameras_one_dies_one_comes_back(tmp_path, tiny_dir):
     assert summary["cam3"]["reconnects"] >= 1 and summary["cam2"]["reconnects"] >= 1
     for i in (1, 2, 3):
         assert len(read_jsonl(tmp_path / "out" / f"cam{i}" / "results.jsonl")) == summary[f"cam{i}"]["frames_out"]
+
+
+def test_each_source_resumes_from_its_own_record(tmp_path, tiny_dir, clips):
+    """Stopped part-way (Ctrl-C: what is queued finishes), then resumed: each source continues after its own last
+    JSON line, with no gap and no duplicate, and its video has one frame per input frame."""
+    from tests.test_pipeline import video_times
+
+    sources = [{"name": "a", "uri": str(clips["a"])}, {"name": "c", "uri": str(clips["c"])}]
+    cfg = multi_config(tiny_dir, tmp_path / "out", sources, runtime={"max_frames_per_batch": 2, "queue_size": 2})
+    pipeline = Pipeline(cfg)
+    thread, box = run_in_thread(pipeline)
+    wait = time.time() + 60
+    while time.time() < wait and min(s.metrics.frames_out for s in pipeline.streams) < 4:
+        time.sleep(0.02)
+    pipeline.request_stop()
+    thread.join(timeout=60)
+    first = {n: len(read_jsonl(tmp_path / "out" / n / "results.jsonl")) for n in ("a", "c")}
+    assert box["summary"]["interrupted"] and first["a"] < 20 and first["c"] < 30
+    summary = Pipeline(cfg, resume=True).run()
+    assert {n: s["resumed_from_frame"] for n, s in summary["sources"].items()} == first
+    for name, total in (("a", 20), ("c", 30)):
+        records = read_jsonl(tmp_path / "out" / name / "results.jsonl")
+        assert [r["frame"] for r in records] == list(range(total))
+        assert len(video_times(tmp_path / "out" / name / "annotated.mp4")) == total
