@@ -1,1 +1,1 @@
-"""The staged asyncio pipeline: queues and their policies, micro-batching, inference, metrics."""
+"""The pipeline: per-source streams and one shared engine (scheduling, inference, writing), metrics, resume, batch."""

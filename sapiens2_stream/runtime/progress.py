@@ -3,6 +3,7 @@ input (frames/s processed and written, frame age, drops by reason, time under lo
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
@@ -17,6 +18,7 @@ class Progress:
     def __init__(self, pipeline, enabled: bool = True) -> None:
         streams = pipeline.streams
         self.live = any(s.live for s in streams)
+        self.enabled = enabled
         totals = [s.source.total_frames for s in streams]
         total = None if self.live or None in totals else sum(totals)
         self.bar = tqdm(
@@ -29,7 +31,7 @@ class Progress:
     def __call__(self, result, pipeline) -> None:
         self.bar.update(1)
         now = time.time()
-        if self.live and now - self.last_status > 1.0:
+        if self.live and self.enabled and now - self.last_status > 1.0:
             parts = [self.status(s, now - self.last_status, now) for s in pipeline.streams if s.live]
             self.last_status = now
             self.bar.set_postfix_str(" | ".join(parts), refresh=False)
@@ -39,7 +41,7 @@ class Progress:
         processed, written = stream.processed, stream.metrics.frames_out
         before = self.last_counts[id(stream)]
         self.last_counts[id(stream)] = (processed, written)
-        ages = stream.metrics.frame_age_ms[-10:]
+        ages = list(itertools.islice(reversed(stream.metrics.frame_age_ms), 10))  # the latest ten
         drops = ", ".join(f"{SHORT_REASONS[r]} {n}" for r, n in stream.dropped.items() if n) or "none"
         behind = stream.behind_s / max(now - stream.started, 1e-9)
         name = f"{stream.name}: " if stream.name else ""

@@ -97,10 +97,6 @@ class Stream:
     def live(self) -> bool:
         return self.source.live
 
-    @property
-    def label(self) -> str:
-        return self.name or self.cfg.source.uri
-
     # ------------------------------------------------------------------------------------------- reading
 
     async def read(self, stop: threading.Event) -> None:
