@@ -15,29 +15,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import av
-
 from sapiens2_stream.config import PipelineConfig, from_dict, load_config
+from sapiens2_stream.io.synthetic import record_lavfi
 from sapiens2_stream.models import make_tiny_checkpoints
 from sapiens2_stream.runtime.pipeline import Pipeline
 
 SIZE = "320x240"
 LIVE_S = 30
-
-
-def record(path: Path, frames: int, fps: float, size: str = SIZE) -> None:
-    """What the camera sends, recorded to a file."""
-    w, h = map(int, size.split("x"))
-    with av.open(f"testsrc2=size={size}:rate={fps}", format="lavfi") as inp, av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=round(fps), options={"preset": "ultrafast"})
-        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
-        for i, frame in enumerate(inp.decode(video=0)):
-            if i == frames:
-                break
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
 
 
 def pose_seg(tiny: dict, uri: str, out: Path, frames: int) -> PipelineConfig:
@@ -68,7 +52,7 @@ def run() -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         tiny = make_tiny_checkpoints(work / "tiny", ("pose", "seg", "matting"))
-        record(work / "rec.mp4", 30, 15)
+        record_lavfi(work / "rec.mp4", 30, 15)
         file_summary = Pipeline(pose_seg(tiny, str(work / "rec.mp4"), work / "file", 30)).run()
         file_fps = written_fps(file_summary)
         rows = []

@@ -33,6 +33,15 @@ from tests.test_pipeline import (
 CAMERA = "lavfi:testsrc2=size=320x240:rate=15,realtime"
 
 
+def outage(server, restart, seconds):
+    """Kill a real server, wait, start it again: (the new server, when it went, when it came back)."""
+    server.kill()
+    server.wait()
+    gone = time.time()
+    time.sleep(seconds)
+    return restart(), gone, time.time()
+
+
 def wait_until(condition, timeout, what):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -79,12 +88,7 @@ def test_restream_to_rtmp_survives_the_server_going_away(tmp_path, tiny_dir):
     thread, box = run_in_thread(pipeline)
     try:
         wait_until(lambda: len(watcher.seen) >= 20, 60, "the re-stream")
-        server.kill()
-        server.wait()
-        killed = time.time()
-        time.sleep(2.5)
-        server = start_nginx_rtmp(tmp_path / "nginx", port)
-        back = time.time()
+        server, killed, back = outage(server, lambda: start_nginx_rtmp(tmp_path / "nginx", port), 2.5)
         wait_until(lambda: any(t > back for t, _ in watcher.seen[-5:]), 30, "the re-stream to come back")
         thread.join(timeout=60)
     finally:
@@ -261,12 +265,7 @@ def test_mqtt_broker_killed_and_restarted_mid_run(tmp_path, tiny_dir):
     thread, box = run_in_thread(pipeline)
     try:
         wait_until(lambda: len(sub.on("sapiens2/pipeline/frames")) >= 15, 60, "frame messages")
-        broker.kill()
-        broker.wait()
-        killed = time.time()
-        time.sleep(3.0)
-        broker = start_broker(tmp_path / "broker", port)
-        back = time.time()
+        broker, killed, back = outage(broker, lambda: start_broker(tmp_path / "broker", port), 3.0)
         thread.join(timeout=60)
         time.sleep(1.0)
     finally:

@@ -9,7 +9,7 @@ import time
 import av
 import numpy as np
 
-from sapiens2_stream.io.synthetic import make_clip
+from sapiens2_stream.io.synthetic import make_clip, record_lavfi
 from sapiens2_stream.runtime.pipeline import Pipeline
 from tests.test_faults import run_in_thread
 from tests.test_pipeline import config, free_port, start_rtsp_server
@@ -24,20 +24,6 @@ def slow_config(tmp_path, tiny_dir, uri, out, **sections):
                   detector={"every": "auto"}, outputs={"video": {"enabled": True}}, **sections)  # fmt: skip
 
 
-def record_camera(path, frames, fps):
-    """What the camera sends, recorded to a file (the same picture, size and rate)."""
-    with av.open(f"testsrc2=size=320x240:rate={fps}", format="lavfi") as inp, av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=fps, options={"preset": "ultrafast"})
-        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
-        for i, frame in enumerate(inp.decode(video=0)):
-            if i == frames:
-                break
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-
-
 def steady_rate(pipeline) -> tuple[dict, float]:
     """Run; the summary and the written frames/s from the first written frame to the last (the models' warm-up
     is not the machine's rate)."""
@@ -50,7 +36,7 @@ def steady_rate(pipeline) -> tuple[dict, float]:
 def test_live_camera_faster_than_the_models_delivers_at_the_file_rate(tmp_path, tiny_dir):
     fps, seconds = 15, 62
     clip = tmp_path / "recorded.mp4"
-    record_camera(clip, 36, fps)
+    record_lavfi(clip, 36, fps)  # what the camera sends, as a file
     # the file rate of the same configuration, before and after the live run (this shared host's speed drifts)
     file_rates = []
     for when in ("before", "after"):

@@ -86,3 +86,20 @@ def make_clip(
         for packet in video.encode(None):
             out.mux(packet)
     return truth
+
+
+def record_lavfi(path: str | Path, frames: int, fps: float, size: tuple[int, int] = (240, 320),
+                 source: str = "testsrc2") -> None:  # fmt: skip
+    """What a camera-paced `lavfi:{source}=...,realtime` source sends, recorded to an H.264 file (for comparing a
+    live run with a run of the same pictures from a file)."""
+    h, w = size
+    with av.open(f"{source}=size={w}x{h}:rate={fps}", format="lavfi") as inp, av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001), options={"preset": "ultrafast"})
+        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+        for i, frame in enumerate(inp.decode(video=0)):
+            if i == frames:
+                break
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
