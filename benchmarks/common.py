@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:
@@ -29,3 +30,24 @@ def print_table(rows: list[dict]) -> None:
             f"{r['name']:44s} {r['ours_s'] * 1e3:8.1f}ms {r['baseline_s'] * 1e3:8.1f}ms {ratio:8.2f}x  {r['baseline']}"
             + note
         )
+
+
+def steady_rate(pipeline) -> tuple[dict, float]:
+    """Run a pipeline; its summary and the written frames/s from the first written frame to the last (the models'
+    warm-up is not the machine's rate)."""
+    written = []
+    pipeline.on_result = lambda result, p: written.append(time.time())
+    summary = pipeline.run()
+    return summary, (len(written) - 1) / (written[-1] - written[0])
+
+
+def peak_rss_mb(pid: int) -> float:
+    """A process's own peak RSS so far (VmHWM: unlike ru_maxrss it excludes what a forked child inherited from
+    its parent before exec); 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0

@@ -1,6 +1,7 @@
 """N sources in one process against N single-source processes on the same files (block policy, nothing dropped):
 total frames/s from the start of the processes to the last one done (loading included: it is paid once per
-process) and peak memory (the sum of every process's peak RSS; GPU memory is not measured here: no GPU).
+process) and peak memory (the sum of every process's own peak RSS, VmHWM sampled from /proc; GPU memory is not
+measured here: no GPU).
 
 Run: `python -m benchmarks.multi_source` (about 4 minutes on 2 cores).
 """
@@ -8,7 +9,6 @@ Run: `python -m benchmarks.multi_source` (about 4 minutes on 2 cores).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks.common import peak_rss_mb
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.models import make_tiny_checkpoints
 
@@ -41,14 +42,15 @@ def launch(pipeline: Path, sources: list[Path], out: Path) -> subprocess.Popen:
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def measure(procs: list[subprocess.Popen]) -> tuple[float, float]:
-    """(seconds until the last process ended, the sum of their peak RSS in MB)."""
-    start, peak = time.perf_counter(), 0.0
-    for proc in procs:
-        _, status, usage = os.wait4(proc.pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-        peak += usage.ru_maxrss / 1024
-    return time.perf_counter() - start, peak
+def measure(procs: list[subprocess.Popen]) -> float:
+    """The sum of the processes' peak RSS in MB, sampled until they end."""
+    peaks = dict.fromkeys(p.pid for p in procs)
+    while any(p.poll() is None for p in procs):
+        for p in procs:
+            peaks[p.pid] = max(peaks[p.pid] or 0.0, peak_rss_mb(p.pid))
+        time.sleep(0.1)
+    assert all(p.returncode == 0 for p in procs)
+    return sum(peaks.values())
 
 
 def run() -> list[dict]:
@@ -62,13 +64,12 @@ def run() -> list[dict]:
             make_clip(clip, frames=FRAMES, size=(240, 320), people=1 + i % 2)
         for n in COUNTS:
             t0 = time.perf_counter()
-            shared_s, shared_mb = measure([launch(pipeline, clips[:n], work / f"one{n}")])
+            shared_mb = measure([launch(pipeline, clips[:n], work / f"one{n}")])
             shared_s = time.perf_counter() - t0
             summary = json.loads((work / f"one{n}" / "summary.json").read_text())
             assert summary["totals"]["frames_out"] == n * FRAMES
             t0 = time.perf_counter()
-            separate_s, separate_mb = measure([launch(pipeline, [clip], work / f"sep{n}-{i}")
-                                               for i, clip in enumerate(clips[:n])])  # fmt: skip
+            separate_mb = measure([launch(pipeline, [clip], work / f"sep{n}-{i}") for i, clip in enumerate(clips[:n])])
             separate_s = time.perf_counter() - t0
             rows.append(dict(
                 name=f"{n} source(s) in one process: total frames/s", ours_s=shared_s / (n * FRAMES),

@@ -9,6 +9,7 @@ import time
 import av
 import numpy as np
 
+from benchmarks.common import steady_rate
 from sapiens2_stream.io.synthetic import make_clip, record_lavfi
 from sapiens2_stream.runtime.pipeline import Pipeline
 from tests.test_faults import run_in_thread
@@ -22,15 +23,6 @@ def slow_config(tmp_path, tiny_dir, uri, out, **sections):
     models = {m: {"source": str(tiny_dir[m]), **v} for m, v in SLOW.items()}
     return config(tmp_path / out, tiny_dir, uri, tasks=("pose", "seg"), models=models,
                   detector={"every": "auto"}, outputs={"video": {"enabled": True}}, **sections)  # fmt: skip
-
-
-def steady_rate(pipeline) -> tuple[dict, float]:
-    """Run; the summary and the written frames/s from the first written frame to the last (the models' warm-up
-    is not the machine's rate)."""
-    written = []
-    pipeline.on_result = lambda result, p: written.append(time.time())
-    summary = pipeline.run()
-    return summary, (len(written) - 1) / (written[-1] - written[0])
 
 
 def test_live_camera_faster_than_the_models_delivers_at_the_file_rate(tmp_path, tiny_dir):

@@ -347,3 +347,13 @@ def test_http_stream(tmp_path, tiny_dir, clip):
     assert summary["frames_out"] == 10 and [r["frame"] for r in read_jsonl(tmp_path / "out" / "results.jsonl")] == list(
         range(10)
     )
+
+
+def test_a_file_never_drops_frames_whatever_the_policy(tmp_path, tiny_dir, clip):
+    """`latest` and `drop_oldest` are for live sources: a file's frames are all processed and written."""
+    for policy in ("latest", "drop_oldest"):
+        cfg = config(tmp_path / policy, tiny_dir, clip, runtime={"policy": policy, "queue_size": 1},
+                     outputs={"video": {"enabled": False}})  # fmt: skip
+        summary = Pipeline(cfg).run()
+        assert summary["frames_out"] == 24 and not summary["dropped"], policy
+        assert [r["frame"] for r in read_jsonl(tmp_path / policy / "out" / "results.jsonl")] == list(range(24))

@@ -117,7 +117,7 @@ class Stream:
             self.wake()
 
     async def _arrive(self, frame: Frame) -> None:
-        if self.policy == "block":
+        if not self.drops_allowed:  # files (whatever the policy) and live sources under `block`
             while len(self.waiting) >= self.cfg.runtime.queue_size and not self.cut:
                 self.room.clear()
                 await self.room.wait()
