@@ -373,6 +373,7 @@ def test_metrics_and_health_during_a_real_rtsp_run(tmp_path, tiny_dir):
     assert final[("sapiens2_frames_written_total", label)] == summary["frames_out"]
     assert final[("sapiens2_reconnects_total", label)] == summary["reconnects"] >= 1
     assert final[("sapiens2_frame_age_seconds_count", label)] == summary["frames_out"]
+    assert final[("sapiens2_processed_fps", label)] == pytest.approx(summary["processed_fps"], abs=0.01)
     for reason in ("waiting_too_long", "queue_full", "output_too_slow"):
         drop = (("reason", reason), ("source", "pipeline"))
         assert final[("sapiens2_frames_dropped_total", drop)] == summary["dropped"].get(reason, 0)

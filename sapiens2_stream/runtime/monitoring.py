@@ -64,7 +64,7 @@ class RunCollector:
             for output, stats in s.output_stats().items():
                 outputs.add_metric([label, output], stats["dropped"])
             people.add_metric([label], s.last_people)
-            fps.add_metric([label], s.processed / max(time.time() - s.started, 1e-9))
+            fps.add_metric([label], s.processed / s.seconds())
             behind.add_metric([label], float(s.under_load()))
         yield from (dropped, outputs, people, fps, behind)
         device = self.pipeline.loaded.device

@@ -297,8 +297,12 @@ class Stream:
         """What the outputs that can refuse work (re-stream, MQTT) sent and dropped."""
         return {sink.kind: stats for sink in self.sinks if (stats := sink.stats()) is not None}
 
+    def seconds(self) -> float:
+        """How long the stream has run (up to its end)."""
+        return max((self.ended or time.time()) - self.started, 1e-9)
+
     def summary(self, engine_metrics: Metrics, extra: dict) -> dict:
-        elapsed = max((self.ended or time.time()) - self.started, 1e-9)
+        elapsed = self.seconds()
         s = self.source.stats
         summary = {
             "source": self.cfg.source.uri,
