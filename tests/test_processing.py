@@ -83,29 +83,122 @@ def test_degenerate_boxes_give_finite_crops(frames):
     assert torch.allclose(crops.pixel_values[1, :, 500, 400], black, atol=1e-5)  # out of the image: black
 
 
+def heatmap_pixels(keypoints, boxes, shape):
+    """Image-pixel keypoints [N, K, 2] back to the heatmap pixels they were decoded from."""
+    h, w = shape
+    centres, sizes = crop_windows(torch.tensor(boxes, dtype=torch.float32))
+    return (keypoints - centres[:, None] + sizes[:, None] / 2) / sizes[:, None] * torch.tensor([w - 1.0, h - 1])
+
+
+def integer_peaks(heatmaps):
+    n, k, h, w = heatmaps.shape
+    flat_index = heatmaps.reshape(n, k, -1).argmax(-1)
+    return torch.stack([flat_index % w, flat_index // w], -1).float()
+
+
 def test_decode_matches_reference_on_peaked_heatmaps(processor):
+    """Equal to the reference for every peak off the border. On the border the zero-padded blur moves the
+    smoothed maximum inward, so the integer peak is no maximum of it: the reference then steps exactly half a
+    pixel outward (its edge-replicated Newton step), ours keeps the integer peak."""
     heatmaps = gaussian_heatmaps(4)
     ref = processor.post_process_pose_estimation(SimpleNamespace(heatmaps=heatmaps), BOXES)
     keypoints, scores = decode_heatmaps(heatmaps, flat(BOXES))
     ref_kp = torch.stack([p["keypoints"] for image in ref for p in image])
     ref_scores = torch.stack([p["scores"] for image in ref for p in image])
-    assert (keypoints - ref_kp).abs().max() < 0.01
     assert torch.equal(scores, ref_scores)
+    peaks = integer_peaks(heatmaps)
+    h, w = heatmaps.shape[-2:]
+    border = (peaks == 0).any(-1) | (peaks[..., 0] == w - 1) | (peaks[..., 1] == h - 1)
+    assert border.sum() > 0
+    assert (keypoints - ref_kp).abs().amax(-1)[~border].max() < 0.01
+    ours = heatmap_pixels(keypoints, flat(BOXES), (h, w)) - peaks
+    assert ours[border].abs().max() <= 1.0
 
 
-def test_decode_matches_reference_on_random_model_heatmaps(processor, tiny_dir):
-    """Random weights give flat, multi-modal maps. DARK's Newton step is ill-conditioned where the blurred
-    map has a saddle at the argmax (determinant ~1e-4): there a 1e-6 difference in the blur (the same blur,
-    summed in another order) moves the point. Everywhere else we agree within 0.01 px."""
+def smoothed_maximum(heatmaps, peaks):
+    """Whether each integer peak is a maximum (negative definite Hessian) of the log of the heatmap smoothed as
+    DARK does: OpenCV's 11x11 Gaussian with zero borders, finite differences with the edge replicated."""
+    import cv2
+
+    n, k, h, w = heatmaps.shape
+    out = torch.zeros(n, k, dtype=torch.bool)
+    for i in range(n):
+        for j in range(k):
+            m = heatmaps[i, j].numpy().astype(np.float64)
+            blurred = cv2.GaussianBlur(m, (11, 11), 0, borderType=cv2.BORDER_CONSTANT)
+            blurred *= m.max() / max(blurred.max(), 1e-30)
+            logs = np.log(np.clip(np.pad(blurred, 1, mode="edge"), 1e-3, 50))
+            x, y = int(peaks[i, j, 0]) + 1, int(peaks[i, j, 1]) + 1
+            hxx = logs[y, x + 1] - 2 * logs[y, x] + logs[y, x - 1]
+            hyy = logs[y + 1, x] - 2 * logs[y, x] + logs[y - 1, x]
+            hxy = (logs[y + 1, x + 1] - logs[y + 1, x - 1] - logs[y - 1, x + 1] + logs[y - 1, x - 1]) / 4
+            out[i, j] = bool(hxx < 0 and hxx * hyy - hxy**2 > 0)
+    return out
+
+
+def test_decode_matches_reference_where_its_step_is_a_refinement_and_is_bounded_elsewhere(processor, tiny_dir):
+    """Random weights give flat, multi-modal maps. Where the reference's DARK step is a real refinement (a
+    maximum, under one heatmap pixel) we agree with it within 0.01 px, but for DARK's ill-conditioned near-saddles
+    where a 1e-6 difference in the blur moves the point or tips the maximum test. Where it is not, the reference throws
+    keypoints far off the picture and ours stay within one heatmap pixel of the integer peak. "A real refinement"
+is judged by an independent oracle (OpenCV's blur, NumPy's differences)."""
     model = load_model(tiny_dir["pose"])
     with torch.inference_mode():
         heatmaps = model(torch.randn(4, 3, 1024, 768, generator=torch.Generator().manual_seed(1))).heatmaps
     ref = processor.post_process_pose_estimation(SimpleNamespace(heatmaps=heatmaps), BOXES)
     keypoints, scores = decode_heatmaps(heatmaps, flat(BOXES))
     ref_kp = torch.stack([p["keypoints"] for image in ref for p in image])
-    close = (keypoints - ref_kp).abs().amax(-1) < 0.01
-    assert close.float().mean() > 0.995
     assert torch.equal(scores, torch.stack([p["scores"] for image in ref for p in image]))
+    shape = heatmaps.shape[-2:]
+    peaks = integer_peaks(heatmaps)
+    ref_step = (heatmap_pixels(ref_kp, flat(BOXES), shape) - peaks).abs().amax(-1)
+    our_step = (heatmap_pixels(keypoints, flat(BOXES), shape) - peaks).abs().amax(-1)
+    refining = (ref_step < 0.99) & smoothed_maximum(heatmaps, peaks)
+    assert refining.sum() > 100 and (~refining).sum() > 100  # both sides are exercised
+    agree = (keypoints - ref_kp).abs().amax(-1) < 0.01
+    kept = our_step < 1e-3  # the integer peak kept: a borderline maximum (determinant ~0) judged otherwise here
+    assert agree[refining].float().mean() > 0.98 and (agree | kept)[refining].float().mean() > 0.995
+    assert our_step.max() <= 1.0 + 1e-4
+    assert ref_step.max() > 100  # the reference's unbounded step: what this departure is for
+
+
+def degenerate_heatmaps(h=64, w=48):
+    """Flat, nearly flat, clipped, saddle-shaped, edge, two-peak and ridge maps: [1, 7, h, w]."""
+    g = torch.Generator().manual_seed(3)
+    yy, xx = torch.meshgrid(torch.arange(h).float(), torch.arange(w).float(), indexing="ij")
+    flat_map = torch.full((h, w), 0.2)
+    nearly_flat = 0.2 + 1e-7 * torch.rand(h, w, generator=g)
+    clipped = (80 * torch.exp(-((xx - 20.3) ** 2 + (yy - 30.6) ** 2) / 200)).clamp(max=60)  # a plateau above 50
+    saddle = 0.5 + 1e-3 * ((xx - 24) ** 2 - (yy - 32) ** 2)
+    saddle[32, 24] += 1e-4  # the argmax sits on the saddle
+    edge = torch.exp(-((xx + 0.7) ** 2 + (yy - 10.2) ** 2) / 8)  # the peak lies past the left edge
+    two_peaks = torch.exp(-((xx - 10) ** 2 + (yy - 10) ** 2) / 8) + torch.exp(-((xx - 13) ** 2 + (yy - 10) ** 2) / 8)
+    ridge = torch.exp(-((yy - 40.4) ** 2) / 8) * (1 + 1e-6 * xx)  # flat along x
+    return torch.stack([flat_map, nearly_flat, clipped, saddle, edge, two_peaks, ridge])[None]
+
+
+def test_decode_keeps_degenerate_peaks_within_one_heatmap_pixel_and_the_crop_window():
+    heatmaps = degenerate_heatmaps()
+    boxes = [[100.0, 50, 200, 300]]
+    keypoints, _ = decode_heatmaps(heatmaps, boxes)
+    step = heatmap_pixels(keypoints, boxes, heatmaps.shape[-2:]) - integer_peaks(heatmaps)
+    assert torch.isfinite(keypoints).all() and step.abs().max() <= 1.0 + 1e-4
+    centres, sizes = crop_windows(torch.tensor(boxes))
+    pixel = sizes / torch.tensor([47.0, 63])  # one heatmap pixel in image pixels
+    low, high = centres - sizes / 2 - pixel, centres + sizes / 2 + pixel
+    assert ((keypoints[0] >= low) & (keypoints[0] <= high)).all()
+
+
+def test_decode_still_refines_real_peaks_next_to_degenerate_ones():
+    """A clean Gaussian in the same batch as degenerate maps still decodes to its sub-pixel centre."""
+    h, w = 64, 48
+    yy, xx = torch.meshgrid(torch.arange(h).float(), torch.arange(w).float(), indexing="ij")
+    clean = torch.exp(-((xx - 17.3) ** 2 + (yy - 22.8) ** 2) / 8)[None, None]
+    heatmaps = torch.cat([degenerate_heatmaps(), clean], 1)
+    boxes = [[0.0, 0, 47, 63]]
+    keypoints, _ = decode_heatmaps(heatmaps, boxes)
+    found = heatmap_pixels(keypoints, boxes, (h, w))[0, -1]
+    assert (found - torch.tensor([17.3, 22.8])).abs().max() < 0.01
 
 
 def test_targets_then_decode_round_trip():

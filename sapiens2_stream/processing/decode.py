@@ -4,11 +4,16 @@ Batched over people and keypoints, on the heatmaps' device. Scores are the raw h
 exceed 1).
 
 DARK blurs each map (11x11 Gaussian, zero-padded), rescales it to keep its maximum, clamps to [1e-3, 50],
-takes the log and makes one Newton step at the integer peak. Only the 3x3 neighbourhood of the peak enters
-the Newton step, and the max-rescale only matters through the clamp (log turns it into a constant that the
-derivatives drop). So for every map whose peak lies in (0, 50] and whose blurred neighbourhood stays above
-1e-3 (then the clamp provably never bites), the blur is evaluated on a 13x13 patch only; the remaining maps
-take the full-map path. Both give the reference's result.
+takes the log and makes one Newton step at the integer peak. Unlike the reference, the step may only refine:
+where the Hessian is not negative definite (the peak is no maximum of the smoothed map: flat, clipped or
+saddle-shaped neighbourhoods) or the step would leave the peak's pixel by more than MAX_STEP, the integer peak
+stays. The reference's step there divides by a near-zero determinant and can throw a keypoint tens of thousands
+of pixels off the picture, with the result decided by float rounding (another CPU, another thread count).
+
+Only the 3x3 neighbourhood of the peak enters the Newton step, and the max-rescale only matters through the
+clamp (log turns it into a constant that the derivatives drop). So for every map whose peak lies in (0, 50] and
+whose blurred neighbourhood stays above 1e-3 (then the clamp provably never bites), the blur is evaluated on a
+13x13 patch only; the remaining maps take the full-map path. Both give the same result.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from .geometry import BOX_PADDING, INPUT_SIZE, as_boxes, crop_windows
 
 DARK_KERNEL = 11
 LOG_MIN, LOG_MAX = 1e-3, 50.0
+MAX_STEP = 1.0  # heatmap pixels per axis: a true sub-pixel peak lies within half a pixel of the integer one
 
 
 def gaussian_kernel_1d(kernel: int, device: torch.device) -> torch.Tensor:
@@ -73,7 +79,8 @@ def local_blur(maps: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kernel: int
 
 
 def newton_offsets(logs: torch.Tensor) -> torch.Tensor:
-    """One Newton step [M, 2] (dx, dy) from the 3x3 log-heatmap neighbourhoods [M, 3, 3] of the peaks."""
+    """One Newton step [M, 2] (dx, dy) from the 3x3 log-heatmap neighbourhoods [M, 3, 3] of the peaks; zero where
+    the neighbourhood is no maximum (Hessian not negative definite) or the step exceeds MAX_STEP on an axis."""
     c = logs[:, 1, 1]
     xp, xm, yp, ym = logs[:, 1, 2], logs[:, 1, 0], logs[:, 2, 1], logs[:, 0, 1]
     pp, mm = logs[:, 2, 2], logs[:, 0, 0]
@@ -82,13 +89,17 @@ def newton_offsets(logs: torch.Tensor) -> torch.Tensor:
     hxx, hyy = xp - 2 * c + xm + eps, yp - 2 * c + ym + eps
     hxy = (pp - xp - yp + 2 * c - xm - ym + mm) / 2
     det = hxx * hyy - hxy * hxy
-    return torch.stack([(hyy * gx - hxy * gy) / det, (hxx * gy - hxy * gx) / det], dim=-1)
+    step = torch.stack([(hyy * gx - hxy * gy) / det, (hxx * gy - hxy * gx) / det], dim=-1)
+    maximum = (hxx < 0) & (det > 0)
+    bounded = torch.isfinite(step).all(-1) & (step.abs() <= MAX_STEP).all(-1)
+    return torch.where((maximum & bounded)[:, None], step, 0.0)
 
 
 def dark_refine(
     heatmaps: torch.Tensor, flat_index: torch.Tensor, peaks: torch.Tensor, kernel: int = DARK_KERNEL
 ) -> torch.Tensor:
-    """Sub-pixel peak locations [N, K, 2] in heatmap pixels; peaks that are not positive stay at -1."""
+    """Sub-pixel peak locations [N, K, 2] in heatmap pixels, within MAX_STEP of the integer peak on each axis;
+    peaks that are not positive stay at -1."""
     n, k, h, w = heatmaps.shape
     maps = heatmaps.reshape(n * k, h, w)
     flat, peak = flat_index.reshape(-1), peaks.reshape(-1)
@@ -103,7 +114,6 @@ def dark_refine(
         logs[slow] = blurred.reshape(len(slow), -1).gather(1, idx.reshape(len(slow), -1)).reshape(-1, 3, 3)
     xy = torch.stack([x, y], dim=-1).float()
     offsets = newton_offsets(logs)
-    offsets = torch.where(torch.isfinite(offsets), offsets, 0.0)  # singular Hessian: keep the integer peak
     refined = torch.where((peak > 0)[:, None], xy - offsets, torch.full_like(xy, -1.0))
     return refined.reshape(n, k, 2)
 
