@@ -8,6 +8,7 @@ Errors print one line; `--debug` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -57,6 +58,10 @@ def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
     print(format_summary(summary), file=sys.stderr)
     save_summary(summary, config.outputs.dir)
     print(f"outputs in {Path(config.outputs.dir)}/", file=sys.stderr)
+    if pipeline.cut:  # a second Ctrl-C: the outputs are closed; do not wait for the device thread's batch
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
     if failure is not None:
         raise RuntimeFailure(str(failure)) from failure
     p2s = config.outputs.pose2sim

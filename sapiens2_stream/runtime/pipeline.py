@@ -10,8 +10,10 @@ Detection of the next batch overlaps inference of the current one. Files run at 
 Live sources are served freshest first: frames are taken just before the models free up (so they have not aged
 while the previous batch ran), the newest ones, and batches are sized from the measured cost per frame so that
 one batch of processing fits within `runtime.max_frame_age_s`. Work already done is never thrown away. A source
-that stalls, drops or ends never holds back the others. Ctrl-C or SIGTERM stops reading and lets the queued
-work finish; a second one discards it. Sinks are closed in every case, so outputs are complete and playable.
+that stalls, drops or ends never holds back the others. Ctrl-C or SIGTERM stops reading, lets the micro-batch
+already on the models finish and be written, and leaves the frames that were only waiting (a file's `--resume`
+continues from them), so a stop takes one batch at most; a second one abandons that batch too. Sinks are closed in
+every case, so outputs are complete and playable.
 """
 
 from __future__ import annotations
@@ -153,6 +155,7 @@ class Pipeline:
         self.metrics = Metrics()  # the shared stages: detect and infer
         self.planner = Planner(self.streams, rt.max_frames_per_batch, rt.max_frame_age_s)
         self.work = asyncio.Event()
+        self.abandon = asyncio.Event()  # a second Ctrl-C: stop waiting for the batch on the models
         self.slot: list[Item] | None = None  # the batch handed from detection to inference ([]: the end)
         self.slot_free = asyncio.Event()
         self.slot_full = asyncio.Event()
@@ -175,18 +178,22 @@ class Pipeline:
     # ------------------------------------------------------------------------------------------- control
 
     def request_stop(self) -> None:
-        """First call: stop reading and finish what is queued. Second call: discard the queued work too."""
+        """First call: stop reading and taking frames; the batch on the models is finished and written. Second
+        call: abandon that batch too (nothing more is written; the outputs still close)."""
         self.interrupted = True
         if self.stop.is_set():
             self.cut = True
+            self.abandon.set()
             for stream in self.streams:
                 stream.discard()
-        self.stop.set()
-        self.work.set()
+        self.finish()
 
     def finish(self) -> None:
-        """The viewer pressed q or closed the display window: stop reading, finish what is queued, a normal end."""
+        """Stop reading and taking frames; what the models are working on is written. Also the end the viewer
+        asks for by pressing q or closing the display window (a normal end)."""
         self.stop.set()
+        for stream in self.streams:
+            stream.stop_taking()
         self.work.set()
 
     # ------------------------------------------------------------------------------------------- stages
@@ -237,6 +244,10 @@ class Pipeline:
             frames = [f.rgb for (_, f), due in zip(picks, plan, strict=True) if due]
             found = iter(await loop.run_in_executor(self.loaded.detect_thread, self.detector.detect, frames)
                          if frames else [])  # fmt: skip
+            if self.stop.is_set():  # stopped while detecting: these frames never reach the models
+                for stream, _ in picks:
+                    stream.release(1)
+                continue
             items = []
             for (stream, frame), due in zip(picks, plan, strict=True):
                 people, ended = stream.track(frame, next(found) if due else None)
@@ -260,7 +271,7 @@ class Pipeline:
             self.slot_free.set()
             if not items:
                 return
-            if self.cut:
+            if self.stop.is_set():  # a stop came before these frames reached the models
                 for item in items:
                     item.stream.release(1)
                 continue
@@ -269,12 +280,20 @@ class Pipeline:
             self.busy_until = time.monotonic() + (self.planner.cost_per_frame or 0.0) * n
             self.models_free.clear()
             start = time.perf_counter()
+            running = loop.run_in_executor(
+                self.engine.executor, self.engine.run, [i.frame for i in items], [i.people for i in items], load
+            )
+            abandoned = asyncio.ensure_future(self.abandon.wait())
             try:
-                results = await loop.run_in_executor(
-                    self.engine.executor, self.engine.run, [i.frame for i in items], [i.people for i in items], load
-                )
+                await asyncio.wait([running, abandoned], return_when=asyncio.FIRST_COMPLETED)
             finally:
+                abandoned.cancel()
                 self.models_free.set()
+            if not running.done():  # a second Ctrl-C: the device thread finishes on its own, unheard
+                for item in items:
+                    item.stream.release(1)
+                continue
+            results = running.result()
             seconds = time.perf_counter() - start
             self.planner.observe(seconds, n)
             self.metrics.stage("infer", seconds * 1e3 / n, n)

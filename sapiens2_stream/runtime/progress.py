@@ -67,6 +67,9 @@ def format_source(summary: dict) -> list[str]:
         lines.append(f"detector (every {det['every']}) ran on {det['frames_detected']} frames")
     if summary["reconnects"]:
         lines.append(f"reconnects {summary['reconnects']}, total gap {summary['gap_s']}s")
+    if summary.get("left_unprocessed"):
+        lines.append(f"stopped: {summary['left_unprocessed']} frames read were left unprocessed (for a file or "
+                     "image folder, run --resume continues from them)")  # fmt: skip
     if summary["corrupt_skipped"]:
         lines.append(f"skipped {summary['corrupt_skipped']} undecodable packets or images")
     lines.extend(f"frames {c}" for c in summary.get("conversions", []))

@@ -76,7 +76,9 @@ class Stream:
         self.max_waiting = 0
         self.max_outbox = 0
         self.reading = True
-        self.cut = False
+        self.stopping = False  # asked to stop: nothing more is taken, waiting frames are left unprocessed
+        self.left = 0  # frames read but left unprocessed by a stop (a file's --resume continues from them)
+        self.cut = False  # a second Ctrl-C: nothing more is written
         self.ending_sent = False
         self.closed = False
         self.error: BaseException | None = None
@@ -118,14 +120,15 @@ class Stream:
 
     async def _arrive(self, frame: Frame) -> None:
         if not self.drops_allowed:  # files (whatever the policy) and live sources under `block`
-            while len(self.waiting) >= self.cfg.runtime.queue_size and not self.cut:
+            while len(self.waiting) >= self.cfg.runtime.queue_size and not self.stopping:
                 self.room.clear()
                 await self.room.wait()
         elif len(self.waiting) >= self.cfg.runtime.queue_size:
             self.waiting.popleft()  # latest: superseded by a newer frame; drop_oldest: no room
             self.dropped["waiting_too_long" if self.policy == "latest" else "queue_full"] += 1
             self._mark_behind(time.time())
-        if self.cut:
+        if self.stopping:
+            self.left += 1
             return
         self.waiting.append(frame)
         self.max_waiting = max(self.max_waiting, len(self.waiting))
@@ -136,7 +139,7 @@ class Stream:
     def admission(self) -> int:
         """How many more frames the engine may take now. Files are bounded by what is in flight (their
         outputs never drop, so this is their back-pressure); live streams only by what waits."""
-        if self.cut:
+        if self.stopping:
             return 0
         if self.drops_allowed:
             return len(self.waiting)
@@ -205,6 +208,9 @@ class Stream:
     def deliver(self, result: FrameResult) -> None:
         """A computed result, for the writer. A live stream whose output is still busy with a whole batch of
         earlier results drops the oldest of them (output too slow); its ended tracks ride on the next one."""
+        if self.cut:  # a second Ctrl-C came while it was computed
+            self.release(1)
+            return
         result.source = self.name
         if result.frame.index in self.replay:  # drawn again: the recorded people, as they were written
             result.people, result.replayed = recorded_people(self.replay.pop(result.frame.index)), True
@@ -220,9 +226,19 @@ class Stream:
         self.max_outbox = max(self.max_outbox, len(self.outbox))
         self.outbox_ready.set()
 
+    def stop_taking(self) -> None:
+        """A stop (Ctrl-C, SIGTERM, the window closed): frames only waiting are left unprocessed, counted, and
+        the reader is let go; frames the engine already took are still written."""
+        self.stopping = True
+        self.left += len(self.waiting)
+        self.waiting.clear()
+        self.room.set()
+        self._maybe_end()
+
     def release(self, n: int) -> None:
-        """Frames taken but discarded (a second Ctrl-C)."""
+        """Frames taken but not processed after all (a stop came before they reached the models)."""
         self.in_flight -= n
+        self.left += n
         self._maybe_end()
 
     def write(self, result: FrameResult, on_result: Callable | None) -> None:
@@ -273,13 +289,13 @@ class Stream:
             self.outbox_ready.set()
 
     def discard(self) -> None:
-        """A second Ctrl-C: nothing waiting or computed is written any more (the outputs still close)."""
+        """A second Ctrl-C: nothing computed is written any more (the outputs still close)."""
+        self.stop_taking()
         self.cut = True
-        self.waiting.clear()
         dropped = [r for r in self.outbox if r is not END]
         self.outbox = deque(r for r in self.outbox if r is END)
         self.in_flight -= len(dropped)
-        self.room.set()
+        self.left += len(dropped)
         self._maybe_end()
 
     def close(self) -> None:
@@ -315,6 +331,7 @@ class Stream:
             "corrupt_skipped": s.corrupt,
             **({"conversions": s.conversions} if s.conversions else {}),
             "resumed_from_frame": self.resumed.next_frame if self.resumed else None,
+            **({"left_unprocessed": self.left} if self.left else {}),
             **({"redrawn_frames": self.redrawn} if self.redrawn else {}),
             "seconds": round(elapsed, 2),
             "fps": round(self.metrics.frames_out / elapsed, 2),
