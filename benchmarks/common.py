@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+# where the pipeline benchmarks run: cpu here; benchmarks/gpu.sh sets cuda to get the same rows from a GPU
+DEVICE = os.environ.get("SAPIENS2_BENCH_DEVICE", "cpu")
+# seconds each live benchmark streams (gpu.sh shortens it to fit its time box)
+LIVE_S = int(os.environ.get("SAPIENS2_BENCH_LIVE_S", "30"))
 
 
 def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:

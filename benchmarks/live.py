@@ -1,4 +1,5 @@
-"""Live input against the file rate of the same pipeline, measured in the same run (tiny random models, CPU).
+"""Live input against the file rate of the same pipeline, measured in the same run (tiny random models; on the
+CPU, or the GPU with SAPIENS2_BENCH_DEVICE=cuda).
 
 - 3x too fast: a camera-paced source (`lavfi:testsrc2,realtime`) at three times the frames/s this machine
   processes the pipeline on a file: written frames/s over the file's frames/s (1.0 = every result the machine
@@ -16,14 +17,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import steady_rate
+from benchmarks.common import DEVICE, LIVE_S, steady_rate
 from sapiens2_stream.config import PipelineConfig, from_dict, load_config
 from sapiens2_stream.io.synthetic import record_lavfi
 from sapiens2_stream.models import make_tiny_checkpoints
 from sapiens2_stream.runtime.pipeline import Pipeline
 
 SIZE = "320x240"
-LIVE_S = 30
 
 
 def pose_seg(tiny: dict, uri: str, out: Path, frames: int) -> PipelineConfig:
@@ -31,7 +31,7 @@ def pose_seg(tiny: dict, uri: str, out: Path, frames: int) -> PipelineConfig:
     return from_dict(PipelineConfig, {
         "source": {"uri": uri, "max_frames": frames},
         "detector": {"type": "fixed", "boxes": [[40, 40, 60, 150], [180, 50, 60, 150]]},
-        "models": models, "outputs": {"dir": str(out)}, "runtime": {"device": "cpu"},
+        "models": models, "outputs": {"dir": str(out)}, "runtime": {"device": DEVICE},
     })  # fmt: skip
 
 
@@ -72,7 +72,7 @@ def run() -> list[dict]:
         matting = load_config(
             Path(__file__).parent.parent / "pipelines" / "webcam_matting.yaml",
             [f"models.matting.source={tiny['matting']}", "models.matting.input_size=[256,192]", "outputs.display=false",
-             f"outputs.dir={work / 'matting'}", f"source.max_frames={15 * LIVE_S}", "runtime.device=cpu"],
+             f"outputs.dir={work / 'matting'}", f"source.max_frames={15 * LIVE_S}", f"runtime.device={DEVICE}"],
             source="lavfi:testsrc2=size=640x360:rate=15,realtime",
         )  # fmt: skip
         summary, written = steady_rate(Pipeline(matting))

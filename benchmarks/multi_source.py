@@ -1,7 +1,7 @@
 """N sources in one process against N single-source processes on the same files (block policy, nothing dropped):
 total frames/s from the start of the processes to the last one done (loading included: it is paid once per
 process) and peak memory (the sum of every process's own peak RSS, VmHWM sampled from /proc; GPU memory is not
-measured here: no GPU).
+measured). On the GPU with SAPIENS2_BENCH_DEVICE=cuda.
 
 Run: `python -m benchmarks.multi_source` (about 4 minutes on 2 cores).
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import peak_rss_mb
+from benchmarks.common import DEVICE, peak_rss_mb
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.models import make_tiny_checkpoints
 
@@ -30,7 +30,7 @@ def spec(work: Path, tiny: dict) -> Path:
         "source": {"uri": "replaced.mp4"},
         "detector": {"type": "fixed", "boxes": [[40, 40, 60, 150], [180, 50, 60, 150]]},
         "models": {m: {"source": str(tiny[m]), "input_size": [256, 192]} for m in ("pose", "seg")},
-        "runtime": {"device": "cpu"},
+        "runtime": {"device": DEVICE},
     }))  # fmt: skip
     return path
 

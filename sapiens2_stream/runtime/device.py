@@ -96,19 +96,56 @@ class DeviceTransfers:
     def synchronize(self) -> None:
         """Wait for every queued kernel and copy of the batch."""
 
+    def keep(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A host tensor from `to_host` (after `synchronize`) that the caller may keep past the next batch."""
+        return tensor
+
+
+class PinnedPool:
+    """Page-locked staging buffers reused from batch to batch. Pinning is a slow driver call (often slower than
+    the pageable copy it speeds up), so it happens once per buffer, not once per frame. Buffers are flat bytes in
+    power-of-two sizes, so batches whose shapes vary (people per frame) reuse them too; a buffer handed out
+    stays reserved until `recycle`, which the batch's synchronise calls once every copy is done."""
+
+    def __init__(self) -> None:
+        self.free: dict[int, list[torch.Tensor]] = {}
+        self.lent: list[tuple[int, torch.Tensor]] = []
+
+    def get(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        nbytes = max(1, int(np.prod(shape)) * dtype.itemsize)
+        size = 1 << (nbytes - 1).bit_length()
+        spare = self.free.get(size)
+        buffer = spare.pop() if spare else torch.empty(size, dtype=torch.uint8, pin_memory=True)
+        self.lent.append((size, buffer))
+        return buffer[:nbytes].view(dtype).view(tuple(shape))
+
+    def recycle(self) -> None:
+        for size, buffer in self.lent:
+            self.free.setdefault(size, []).append(buffer)
+        self.lent.clear()
+
+    @property
+    def pinned_bytes(self) -> int:
+        return sum(size * len(b) for size, b in self.free.items()) + sum(size for size, _ in self.lent)
+
 
 class CudaTransfers(DeviceTransfers):
-    """Pinned-memory uploads on the current stream, a CUDA stream per task that waits for them, non-blocking
-    copies back into pinned buffers, and one device synchronise per batch: the tasks of a batch overlap, and no
-    task's `.cpu()` serialises the others."""
+    """Uploads through reused pinned buffers on the current stream, a CUDA stream per task that waits for them,
+    non-blocking copies back into reused pinned buffers, and one device synchronise per batch: the tasks of a
+    batch overlap, and no task's `.cpu()` serialises the others."""
 
     def __init__(self, device: torch.device, tasks: Sequence[str]) -> None:
         super().__init__(device)
         self.streams = {task: torch.cuda.Stream(device) for task in tasks}
+        self.pool = PinnedPool()
 
     def upload(self, images: Sequence[np.ndarray]) -> list[torch.Tensor]:
-        host = super().upload(images)
-        return [t.pin_memory().to(self.device, non_blocking=True) for t in host]
+        uploaded = []
+        for image in super().upload(images):
+            staging = self.pool.get(image.shape, image.dtype)
+            staging.copy_(image)
+            uploaded.append(staging.to(self.device, non_blocking=True))
+        return uploaded
 
     @contextlib.contextmanager
     def stream(self, task: str) -> Iterator[None]:
@@ -118,13 +155,16 @@ class CudaTransfers(DeviceTransfers):
             yield
 
     def to_host(self, tensor: torch.Tensor) -> torch.Tensor:
-        tensor = tensor.contiguous()
-        out = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+        out = self.pool.get(tensor.shape, tensor.dtype)
         out.copy_(tensor, non_blocking=True)
         return out
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.device)
+        self.pool.recycle()
+
+    def keep(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.clone()  # out of the staging buffer, which the next batch reuses
 
 
 def transfers_for(device: torch.device, tasks: Sequence[str]) -> DeviceTransfers:

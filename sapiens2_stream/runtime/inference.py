@@ -149,6 +149,10 @@ class InferenceEngine:
             value = getattr(out, name)
             if value is not None and flip:
                 value = merge_flip(value, kind, order)
+            if value is not None and self.compiled:
+                # a CUDA graph's outputs live in memory its next replay overwrites (the other half of an
+                # out-of-memory split, the next chunk): copied out before anything else runs
+                value = value[:n].clone()
             merged[name] = None if value is None else value[:n]  # drop the bucket padding
         return merged
 
@@ -191,16 +195,16 @@ class InferenceEngine:
             scores.append(sc)
         return [{"keypoints": torch.cat(keypoints), "scores": torch.cat(scores)}]
 
-    @staticmethod
-    def _assemble(task: str, results: list[FrameResult], outputs: Outputs) -> None:
+    def _assemble(self, task: str, results: list[FrameResult], outputs: Outputs) -> None:
         """Hand the host copies of the task's outputs to the results they belong to."""
+        keep = self.transfers.keep
         if task == "pose":
             if outputs:
                 people = [p for r in results for p in r.people]
-                kp_all, sc_all = outputs[0]["keypoints"].numpy(), outputs[0]["scores"].numpy()
+                kp_all, sc_all = keep(outputs[0]["keypoints"]).numpy(), keep(outputs[0]["scores"]).numpy()
                 for person, kp, sc in zip(people, kp_all, sc_all, strict=True):
                     person.keypoints, person.keypoint_scores = kp, sc
             return
         for r, out in zip(results, outputs, strict=True):
             for name, value in out.items():
-                setattr(r, name, value.numpy())
+                setattr(r, name, keep(value).numpy())

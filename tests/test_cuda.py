@@ -1,0 +1,98 @@
+"""The GPU path on a real GPU: pinned staging reused across batches, bf16 and CUDA streams against the CPU,
+compiled CUDA graphs against eager on chunked and split batches, and a whole pipeline run. Skipped where no CUDA
+device exists (this project's CI machines); `bash benchmarks/gpu.sh` runs them first on a machine with one."""
+
+import numpy as np
+import pytest
+import torch
+
+from sapiens2_stream.config import ModelConfig
+from sapiens2_stream.io.sources import Frame
+from sapiens2_stream.runtime.device import CudaTransfers
+from sapiens2_stream.runtime.inference import InferenceEngine, Person
+from tests.test_engine import ReplayingModel, assert_same_people
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (benchmarks/gpu.sh)"),
+]
+
+CUDA = torch.device("cuda")
+
+
+def frames_and_people(n=5, people=2, seed=0):
+    rng = np.random.default_rng(seed)
+    frames = [Frame(i, i / 30, 0.0, rng.integers(0, 255, (240, 320, 3), dtype=np.uint8)) for i in range(n)]
+    return frames, lambda: [[Person(j, np.array([30.0 + 120 * j, 20, 80, 180]), 1.0) for j in range(people)]
+                            for _ in frames]  # fmt: skip
+
+
+def test_uploads_and_copies_back_reuse_pinned_buffers():
+    transfers = CudaTransfers(CUDA, ["pose"])
+    frames, _ = frames_and_people()
+    images = [f.rgb for f in frames]
+    for batch in range(3):
+        uploaded = transfers.upload(images)
+        back = [transfers.to_host(t * 1) for t in uploaded]
+        transfers.synchronize()
+        kept = [transfers.keep(t).numpy() for t in back]
+        assert all(np.array_equal(a, b) for a, b in zip(images, kept, strict=True))
+        if batch == 0:
+            pinned = transfers.pool.pinned_bytes
+        assert transfers.pool.pinned_bytes == pinned  # no new page-locked memory after the first batch
+    assert transfers.upload(images[:1])[0].is_cuda
+
+
+def test_cuda_bf16_engine_agrees_with_the_cpu(tiny_dir):
+    cfg = {"pose": ModelConfig(str(tiny_dir["pose"]), input_size=[256, 192], max_batch=4),
+           "seg": ModelConfig(str(tiny_dir["seg"]), input_size=[256, 192], max_batch=2),
+           "matting": ModelConfig(str(tiny_dir["matting"]), input_size=[256, 192], max_batch=2)}  # fmt: skip
+    frames, people = frames_and_people()
+    cpu = InferenceEngine(cfg, torch.device("cpu"), torch.float32).run(frames, people())
+    gpu = InferenceEngine(cfg, CUDA, torch.bfloat16).run(frames, people())
+    for a, b in zip(cpu, gpu, strict=True):
+        scores = np.concatenate([p.keypoint_scores for p in a.people])
+        assert np.abs(scores - np.concatenate([p.keypoint_scores for p in b.people])).max() < 0.05 * scores.max()
+        assert (a.seg == b.seg).mean() > 0.9
+        assert np.abs(a.alpha - b.alpha).mean() < 0.02
+
+
+def test_compiled_cuda_graphs_equal_eager_on_chunked_batches(tiny_dir):
+    """torch.compile with CUDA graphs for real: several chunks of the same bucket replay one graph."""
+    size = [256, 192]
+    cfg = {"pose": ModelConfig(str(tiny_dir["pose"]), input_size=size, max_batch=2, flip="off"),
+           "matting": ModelConfig(str(tiny_dir["matting"]), input_size=size, max_batch=2, flip="off")}  # fmt: skip
+    frames, people = frames_and_people()
+    eager = InferenceEngine(cfg, CUDA, torch.float32).run(frames, people())
+    compiled = InferenceEngine(cfg, CUDA, torch.float32, compiled=True)
+    for _ in range(2):  # the second run replays the recorded graphs
+        got = compiled.run(frames, people())
+    for a, b in zip(eager, got, strict=True):
+        assert_same_people(a.people, b.people)
+        assert np.abs(a.alpha - b.alpha).max() < 1e-3
+
+
+def test_split_batch_on_cuda_with_replayed_outputs(tiny_dir):
+    cfg = {"pose": ModelConfig(str(tiny_dir["pose"]), input_size=[256, 192], max_batch=8, flip="off")}
+    frames, people = frames_and_people(n=2)
+    expected = InferenceEngine(cfg, CUDA, torch.float32).run(frames, people())
+    engine = InferenceEngine(cfg, CUDA, torch.float32)
+    engine.compiled, engine.fused_flip = True, set()
+    engine.runners = {"pose": ReplayingModel(engine.models["pose"], fits=2)}
+    got = engine.run(frames, people())
+    assert any("out of memory" in e for e in engine.events)
+    for a, b in zip(expected, got, strict=True):
+        assert_same_people(a.people, b.people)
+
+
+def test_pipeline_runs_on_cuda(tmp_path, tiny_dir):
+    from sapiens2_stream.io.synthetic import make_clip
+    from sapiens2_stream.runtime.pipeline import Pipeline
+    from tests.test_pipeline import config, read_jsonl
+
+    clip = tmp_path / "clip.mp4"
+    make_clip(clip, frames=12, size=(240, 320), people=2)
+    cfg = config(tmp_path, tiny_dir, clip, tasks=("pose", "seg"), runtime={"device": "cuda"})
+    summary = Pipeline(cfg).run()
+    assert summary["device"].startswith("cuda") and summary["dtype"] == "bfloat16"
+    assert summary["frames_out"] == 12 and len(read_jsonl(tmp_path / "out" / "results.jsonl")) == 12
