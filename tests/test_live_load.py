@@ -13,7 +13,7 @@ from benchmarks.common import steady_rate
 from sapiens2_stream.io.synthetic import make_clip, record_lavfi
 from sapiens2_stream.runtime.pipeline import Pipeline
 from tests.test_faults import run_in_thread
-from tests.test_pipeline import config, free_port, start_rtsp_server
+from tests.test_pipeline import config, frame_age_bound_ms, free_port, start_rtsp_server
 
 # slower than real time on this CPU (about 3 frames/s) for a 15 fps camera
 SLOW = {m: {"input_size": [512, 384], "flip": "off"} for m in ("pose", "seg")}
@@ -102,7 +102,7 @@ def test_camera_drop_under_overload_recovers_within_seconds(tmp_path, tiny_dir):
 def test_live_matting_that_keeps_up_writes_every_frame_promptly(tmp_path, tiny_dir):
     """The virtual-background pipeline on a machine that keeps up (the tiny matting model at 128x96 runs at
     30-60 frames/s here, the camera sends 10): every frame is written (a few may go while the first forward warms
-    up or the shared host stalls), promptly (p50 about 50-100 ms measured)."""
+    up or the shared host stalls), promptly: within two batches of the work this run measured."""
     from pathlib import Path
 
     from sapiens2_stream.config import load_config
@@ -113,8 +113,10 @@ def test_live_matting_that_keeps_up_writes_every_frame_promptly(tmp_path, tiny_d
          "outputs.display=false", f"outputs.dir={tmp_path / 'out'}", "source.max_frames=100", "runtime.device=cpu"],
         source="lavfi:testsrc2=size=640x360:rate=10,realtime",
     )  # fmt: skip
-    summary = Pipeline(cfg).run()
+    pipeline = Pipeline(cfg)
+    summary = pipeline.run()
     assert summary["frames_in"] == 100 and summary["frames_out"] >= 95 and "output_too_slow" not in summary["dropped"]
-    assert summary["frame_age_ms"]["p50"] < 250 and summary["frame_age_ms"]["p95"] < 500
+    age = summary["frame_age_ms"]
+    assert age["p50"] <= frame_age_bound_ms(pipeline, 10, 50) and age["p95"] <= frame_age_bound_ms(pipeline, 10), age
     with av.open(str(tmp_path / "out" / "composite.mp4")) as video:
         assert video.streams.video[0].frames == summary["frames_out"]

@@ -14,7 +14,7 @@ from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.runtime.pipeline import Pipeline, SourceFailed
 from tests.test_faults import cli, run_in_thread
-from tests.test_pipeline import free_port, read_jsonl, start_rtsp_server
+from tests.test_pipeline import assert_same_records, free_port, read_jsonl, start_rtsp_server
 
 BOXES = [[40, 40, 60, 150], [180, 50, 60, 150]]
 
@@ -38,21 +38,6 @@ def clips(tmp_path_factory):
     for i, path in enumerate(paths.values()):
         make_clip(path, frames=20 + 5 * i, size=(240, 320), people=1 + i % 2)
     return paths
-
-
-def assert_same_records(single, multi):
-    """Same frames, times, ids and boxes; keypoints equal up to the float rounding of other batch neighbours
-    (DARK is ill-conditioned on random-weight heatmaps, see test_processing)."""
-    assert [r["frame"] for r in single] == [r["frame"] for r in multi]
-    assert [r["pts"] for r in single] == [r["pts"] for r in multi]
-    errors = []
-    for a, b in zip(single, multi, strict=True):
-        assert [p["track_id"] for p in a["people"]] == [p["track_id"] for p in b["people"]]
-        for pa, pb in zip(a["people"], b["people"], strict=True):
-            assert pa["box"] == pb["box"]
-            errors.append(np.abs(np.subtract(pa["keypoints"], pb["keypoints"])).max(-1))
-    errors = np.concatenate(errors)
-    assert (errors <= 0.011).mean() > 0.98 and np.median(errors) <= 0.01
 
 
 def test_several_files_in_one_process_equal_single_runs(tmp_path, tiny_dir, clips):

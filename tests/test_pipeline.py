@@ -36,6 +36,32 @@ def read_jsonl(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def assert_same_records(expected, got, px=0.05):
+    """Two runs that must agree: the same frames, times, track ids and boxes, and keypoints (raw and smoothed)
+    and scores equal up to float rounding. Rounding differs with the batch neighbours, the thread count and the
+    CPU's kernels (AVX-512 or AVX2); the bounded sub-pixel refinement keeps it from moving a keypoint further
+    than that, so `px` is a bound for every keypoint, not a share of them."""
+    assert [r["frame"] for r in expected] == [r["frame"] for r in got]
+    assert [r["pts"] for r in expected] == [r["pts"] for r in got]
+    for a, b in zip(expected, got, strict=True):
+        assert [p["track_id"] for p in a["people"]] == [p["track_id"] for p in b["people"]], a["frame"]
+        for pa, pb in zip(a["people"], b["people"], strict=True):
+            assert pa["box"] == pb["box"]
+            for key, tolerance in (("keypoints", px), ("keypoints_smoothed", px), ("keypoint_scores", 1e-3)):
+                if pa.get(key) is not None or pb.get(key) is not None:
+                    assert np.allclose(pa[key], pb[key], atol=tolerance, rtol=0), (a["frame"], key)
+
+
+def frame_age_bound_ms(pipeline, fps, q=95, own_output_ms=0.0):
+    """The frame age (arrival to written) a live run may show at percentile q, from what the same run measured:
+    a frame waits for at most the batch in progress, then takes a batch of its own (detect + infer), waits for at
+    most one earlier result's output and has its own written, plus one frame interval of arrival jitter.
+    `own_output_ms`: what the test's own result callback adds to each output."""
+    m, written = pipeline.metrics, pipeline.streams[0].metrics
+    batch = sum(np.percentile(np.multiply(m.stage_ms[s], m.batch_sizes[s]), q) for s in ("detect", "infer"))
+    return 2 * batch + 2 * (np.percentile(written.stage_ms["write"], q) + own_output_ms) + 1000 / fps
+
+
 def video_times(path):
     with av.open(str(path)) as c:
         return [float(f.time) for f in c.decode(video=0)]
@@ -111,8 +137,10 @@ def test_live_source_bounded_age_and_counted_drops(tmp_path, tiny_dir):
     dropped = sum(summary["dropped"].values())
     assert summary["frames_in"] == 60
     assert dropped > 0 and summary["frames_out"] + dropped == 60
-    # bounded by max_frame_age_s plus one batch of work, not by the input's length
-    assert summary["frame_age_ms"]["p95"] < 1500 and summary["frame_age_ms"]["max"] < 2500
+    # bounded by two batches of the work this run measured, not by the input's length
+    age = summary["frame_age_ms"]
+    assert age["p95"] <= frame_age_bound_ms(pipeline, 30) and age["max"] <= frame_age_bound_ms(pipeline, 30, 100), (
+        age, frame_age_bound_ms(pipeline, 30), frame_age_bound_ms(pipeline, 30, 100))  # fmt: skip
     records = read_jsonl(tmp_path / "out" / "results.jsonl")
     frames = [r["frame"] for r in records]
     assert frames == sorted(frames) and len(set(frames)) == len(frames)
@@ -128,10 +156,20 @@ def test_slow_output_cannot_pile_up_latency(tmp_path, tiny_dir):
         runtime={"queue_size": 4, "max_frames_per_batch": 1, "max_frame_age_s": 0.5},
         outputs={"video": {"enabled": False}},
     )  # fmt: skip
-    summary = Pipeline(cfg, on_result=lambda result, pipeline: time.sleep(0.2)).run()
+    slept = []
+
+    def slow_output(result, pipeline):
+        start = time.perf_counter()
+        time.sleep(0.2)
+        slept.append((time.perf_counter() - start) * 1e3)
+
+    pipeline = Pipeline(cfg, on_result=slow_output)
+    summary = pipeline.run()
     assert summary["dropped"].get("output_too_slow", 0) > 0
     assert summary["frames_out"] + sum(summary["dropped"].values()) == summary["frames_in"] == 60
-    assert summary["frame_age_ms"]["max"] < 900
+    # results did not queue up behind the slow output (without the drop the age grows with the run: 1.5 s here)
+    bound = frame_age_bound_ms(pipeline, 30, 100, own_output_ms=max(slept))
+    assert summary["frame_age_ms"]["max"] <= bound, (summary["frame_age_ms"], bound)
 
 
 def test_normals_and_depth_videos_and_per_frame_maps(tmp_path, tiny_dir, clip):
