@@ -95,6 +95,8 @@ def test_dtype_auto_needs_native_bf16_units(monkeypatch):
     """oneDNN says bf16 is supported on any AVX-512 CPU (emulated there, about 2x slower than fp32); auto follows
     the real units instead, and says why."""
     cpu = torch.device("cpu")
+    monkeypatch.setattr(device_module, "kernel_cap", lambda: None)  # kernels not held below the units (as here)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
@@ -145,3 +147,19 @@ def test_files_take_full_batches_and_sources_share_fairly():
     stalled = Planner([FakeStream(True, 0), FakeStream(True, 5)], max_frames=4, budget_s=1.0)
     stalled.cost_per_frame = 0.3
     assert len(stalled.take()) == 3  # a camera with nothing waiting holds back no one
+
+
+def test_dtype_auto_follows_kernels_held_to_avx2():
+    """A machine whose kernels are held to AVX2 (another CPU, or ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA set to
+    check the suite as one would run) gets fp32 from auto, and the summary says why; what the CPU has is asked
+    of the kernels in use, not of the chip alone."""
+    import os
+    import subprocess
+    import sys
+
+    ask = "import torch; from sapiens2_stream.runtime.device import resolve_dtype; print(resolve_dtype('auto', torch.device('cpu')))"  # noqa: E501
+    for env, expected in (({"ATEN_CPU_CAPABILITY": "avx2"}, "PyTorch's CPU kernels are held to AVX2"),
+                          ({"ONEDNN_MAX_CPU_ISA": "AVX2"}, "oneDNN is held to AVX2")):  # fmt: skip
+        clean = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")}
+        out = subprocess.run([sys.executable, "-c", ask], env={**clean, **env}, capture_output=True, text=True)
+        assert "torch.float32" in out.stdout and expected in out.stdout, out.stdout + out.stderr

@@ -8,6 +8,7 @@ and the batch synchronises once. On the CPU the same calls cost nothing, so the 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -25,14 +26,38 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+# oneDNN's ISA names, lowest first; ONEDNN_MAX_CPU_ISA caps the kernels at one of them
+ONEDNN_ISAS = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI",
+               "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16")  # fmt: skip
+# the unit, how torch asks the CPU for it, and the lowest oneDNN ISA that uses it
+BF16_UNITS = (("AMX", "_is_amx_tile_supported", "AVX512_CORE_AMX"),
+              ("AVX512-BF16", "_is_avx512_bf16_supported", "AVX512_CORE_BF16"))  # fmt: skip
+
+
+def kernel_cap() -> str | None:
+    """Why the CPU's bf16 units cannot be used even if present: PyTorch's kernels held below AVX-512
+    (ATEN_CPU_CAPABILITY) or oneDNN's held below bf16 (ONEDNN_MAX_CPU_ISA); None when nothing caps them."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    if not capability.startswith(("AVX512", "AMX")):
+        return f"PyTorch's CPU kernels are held to {capability}"
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    if isa in ONEDNN_ISAS and ONEDNN_ISAS.index(isa) < ONEDNN_ISAS.index("AVX512_CORE_BF16"):
+        return f"oneDNN is held to {isa} (ONEDNN_MAX_CPU_ISA)"
+    return None
+
+
 def cpu_bf16_units() -> list[str]:
-    """The CPU's native bf16 matrix units. oneDNN's own check says yes on any AVX-512 CPU, where bf16 is emulated
-    and about 2x slower than fp32 (measured on Ice Lake); only these units make bf16 fast."""
-    checks = {"AMX": "_is_amx_tile_supported", "AVX512-BF16": "_is_avx512_bf16_supported"}
+    """The CPU's native bf16 matrix units that the kernels may use. oneDNN's own check says yes on any AVX-512
+    CPU, where bf16 is emulated and about 2x slower than fp32 (measured on Ice Lake); only these units make bf16
+    fast, and only when neither PyTorch's nor oneDNN's kernels are held below them."""
+    if kernel_cap() is not None:
+        return []
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    level = ONEDNN_ISAS.index(isa) if isa in ONEDNN_ISAS else len(ONEDNN_ISAS)
     units = []
-    for unit, name in checks.items():
+    for unit, name, needs in BF16_UNITS:
         try:
-            if getattr(torch.cpu, name)():
+            if getattr(torch.cpu, name)() and level >= ONEDNN_ISAS.index(needs):
                 units.append(unit)
         except (AttributeError, RuntimeError):
             pass
@@ -49,6 +74,8 @@ def resolve_dtype(name: str, device: torch.device) -> tuple[torch.dtype, str]:
     units = cpu_bf16_units()
     if units and device.type == "cpu":
         return torch.bfloat16, f"auto: the CPU has native bf16 ({', '.join(units)})"
+    if (cap := kernel_cap()) is not None:
+        return torch.float32, f"auto: {cap}, where bf16 is emulated, so fp32"
     return torch.float32, "auto: no native bf16 on this CPU (no AMX or AVX512-BF16), so fp32"
 
 
