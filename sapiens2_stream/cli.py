@@ -85,10 +85,33 @@ def export_project(folders, output, skeleton, calibration, sync, fps) -> dict:
     return report
 
 
+def run_on_fleet(config, address: str, progress: bool) -> dict:
+    """`run --ray`: the sources spread over a fleet of Ray workers until Ctrl-C or SIGTERM."""
+    from .fleet.controller import run_fleet
+    from .runtime.progress import save_summary
+
+    try:
+        summary = run_fleet(config, address, progress)
+    except Sapiens2StreamError:
+        raise
+    except Exception as e:
+        raise RuntimeFailure(f"{type(e).__name__}: {e}") from e
+    save_summary(summary, config.outputs.dir)
+    t, moves = summary["totals"], summary["moves"]
+    print(f"fleet {summary['fleet']}: {len(summary['sources'])} camera(s), frames in {t['frames_in']}, out "
+          f"{t['frames_out']}, {len(moves)} move(s); outputs and fleet.json in {Path(config.outputs.dir)}/",
+          file=sys.stderr)  # fmt: skip
+    return summary
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .config import load_config
 
     config = load_config(args.pipeline, args.set, args.source, args.output)
+    if args.ray:
+        if args.resume:
+            raise Sapiens2StreamError("--resume is not needed with --ray: fleet cameras always continue")
+        return EXIT_INTERRUPTED if run_on_fleet(config, args.ray, not args.no_progress)["interrupted"] else EXIT_OK
     summary = run_pipeline(config, not args.no_progress, resume=args.resume)
     return EXIT_INTERRUPTED if summary["interrupted"] else EXIT_OK
 
@@ -202,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("pipeline", help="pipeline YAML (see pipelines/)")
     add_run_options(run)
     run.add_argument("--resume", action="store_true", help="continue an interrupted run in the same --output")
+    run.add_argument("--ray", metavar="ADDRESS",
+                     help="spread the sources over a fleet of Ray workers, one per GPU: local (start Ray here), auto "
+                          "(the cluster this machine belongs to) or ray://HEAD:10001")  # fmt: skip
     run.set_defaults(func=cmd_run)
 
     batch = sub.add_parser("batch", help="process many videos in parallel (locally or on a Ray cluster), resumably")

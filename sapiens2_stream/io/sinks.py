@@ -37,9 +37,20 @@ class Sink:
         return None
 
 
-def rounded(a: np.ndarray | None, digits: int = 2) -> list | None:
+PX_DIGITS, SCORE_DIGITS, PTS_DIGITS = 2, 4, 6  # what the JSONL keeps: 0.01 px, 1e-4 score, 1 us
+
+
+def rounded(a: np.ndarray | None, digits: int = PX_DIGITS) -> list | None:
     """An array as a JSON list, rounded (0.01 px by default)."""
     return None if a is None else np.round(np.asarray(a, np.float64), digits).tolist()
+
+
+def as_recorded(pts_s: float, keypoints: np.ndarray, scores: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """A person's time, keypoints and scores exactly as the JSONL records them. The smoother takes these, so a
+    resumed run that replays the records reproduces its state bit for bit (a score rounded across the gating
+    threshold would otherwise change it)."""
+    return (round(pts_s, PTS_DIGITS), np.round(np.asarray(keypoints, np.float64), PX_DIGITS),
+            np.round(np.asarray(scores, np.float64), SCORE_DIGITS))  # fmt: skip
 
 
 def seg_counts(labels: np.ndarray) -> dict[int, int]:
@@ -61,12 +72,12 @@ class JsonlSink(Sink):
     def record(self, result) -> dict:
         frame = result.frame
         rec = {
-            "source": self.source_id, "frame": frame.index, "pts": round(frame.pts_s, 6),
+            "source": self.source_id, "frame": frame.index, "pts": round(frame.pts_s, PTS_DIGITS),
             "wall": round(frame.wall_s, 3), "models": self.model_ids, "flip": result.flip,
             "people": [
                 {
                     "track_id": p.track_id, "box": rounded(p.box), "score": round(float(p.score), 4),
-                    "keypoints": rounded(p.keypoints), "keypoint_scores": rounded(p.keypoint_scores, 4),
+                    "keypoints": rounded(p.keypoints), "keypoint_scores": rounded(p.keypoint_scores, SCORE_DIGITS),
                     "keypoints_smoothed": rounded(p.smoothed),
                 }
                 for p in result.people
@@ -272,10 +283,15 @@ def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume=None) 
     return sinks
 
 
-def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None) -> list[Sink]:
+class Fenced(Exception):
+    """This process may no longer write a source's files: the source was given to another worker."""
+
+
+def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None, fence=None) -> list[Sink]:
     """The sinks the configuration asks for: the files under outputs.dir (rolled into segment folders with
     outputs.segment_s), then the outputs that live for the whole run: the display window, the re-stream and the
-    MQTT messages (through the process's shared client `mqtt`)."""
+    MQTT messages (through the process's shared client `mqtt`). `fence(folder)`, when given, is asked before
+    every folder of files is opened (raising `Fenced` when this process may no longer write there)."""
     from .display import DisplaySink
     from .mqtt import MqttSink
     from .restream import RestreamSink
@@ -284,10 +300,12 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None) -> 
     o = cfg.outputs
     background = matting_background(o.matting.background) if cfg.models.matting is not None else GREEN_SCREEN
     Path(o.dir).mkdir(parents=True, exist_ok=True)
-    if o.segment_s is not None:
-        sinks = [Segments(o, lambda folder: file_sinks(cfg, source, folder, background))]
-    else:
-        sinks = file_sinks(cfg, source, Path(o.dir), background, resume)
+    def files(folder: Path, resumed=None) -> list[Sink]:
+        if fence is not None:
+            fence(folder)
+        return file_sinks(cfg, source, folder, background, resumed)
+
+    sinks = [Segments(o, files)] if o.segment_s is not None else files(Path(o.dir), resume)
     shown = lambda r: annotated(r, o.video.draw, o.video.keypoint_threshold, background)  # noqa: E731
     name = cfg.source.name or cfg.name
     if o.display:

@@ -134,12 +134,16 @@ class Source:
         self.total_frames: int | None = None
         self.fps: float | None = None
         self.audio_path: str | None = None  # a file whose audio the video sink can copy
+        self.rate: float | None = None  # a live source's nominal frames/s, as it said when connected (planning)
         self.listeners: list = []  # (event, fields) callbacks: source_disconnected, source_reconnected
         self._paths: list[Path] = []
         if self.kind == "file":
             self._probe_file()
         elif self.live:  # connect once now: an unreachable camera is a configuration error, not a drop
-            self._open().close()
+            with self._open() as container:
+                video = container.streams.video
+                rate = video[0].average_rate if video else None
+                self.rate = cfg.fps or (float(rate) if rate else None)
         elif self.kind == "images":
             self._paths = image_paths(cfg.uri)
             self.total_frames = len(self._paths)
@@ -291,7 +295,7 @@ class Source:
         reconnects, and re-based whenever the stream's clock jumps, so pts always increases.
         """
         rc = self.cfg.reconnect
-        index, wait, start = 0, rc.initial_s, time.time()
+        index, wait, start = self.cfg.start_frame, rc.initial_s, time.time()  # a continued camera keeps numbering
         last_frame_wall: float | None = None
         last_pts: float | None = None
         while not stop.is_set() and not self._limit_reached(index):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
+from .ray_layer import connect, worker_plan
 
 MANIFEST = "manifest.json"
 LIST_SUFFIXES = (".txt", ".lst")
@@ -114,17 +115,10 @@ def batch_config(cfg: PipelineConfig) -> PipelineConfig:
 
 
 def ray_workers(cfg: PipelineConfig, address: str, workers: int | None) -> list:
-    try:
-        import ray
-    except ImportError:
-        raise Sapiens2StreamError("--ray needs Ray: pip install 'sapiens2-stream[ray]'") from None
-    if not ray.is_initialized():
-        ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False)
-    gpus = int(ray.cluster_resources().get("GPU", 0))
-    cpus = int(ray.cluster_resources().get("CPU", 1))
-    count = workers or gpus or max(1, cpus // 4)
-    options = {"num_gpus": 1} if gpus else {"num_cpus": max(1, cpus // count)}
-    actor = ray.remote(**options)(Worker)
+    """One actor per GPU (or per 4 CPUs) that keeps its models loaded; Ray restarts one whose process dies."""
+    ray = connect(address)
+    count, options = worker_plan(ray, workers)
+    actor = ray.remote(**options, max_restarts=-1, max_task_retries=0)(Worker)
     return [actor.remote(cfg) for _ in range(count)]
 
 
@@ -181,7 +175,13 @@ def run_batch(
                 running[idle.process.remote(str(video), str(out / names[video]))] = (video, idle)
             ready, _ = ray.wait(list(running), num_returns=1)
             video, _actor = running.pop(ready[0])
-            if finished(video, ray.get(ready[0])):
+            try:
+                result = ray.get(ready[0])
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+                # the worker died (OOM, a lost node) while on this video: Ray restarts it or places it elsewhere;
+                # the video is retried like any failed one, on whichever worker is free next
+                result = {"error": f"worker lost ({type(e).__name__})"}
+            if finished(video, result):
                 queue.insert(0, video)
     return {"done": done, "failed": failed, "skipped": [str(v) for v in skipped]}
 

@@ -94,8 +94,23 @@ def pad_to_bucket(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([x, x[-1:].expand(extra, *x.shape[1:])]) if extra else x
 
 
+def match_inductor_to_held_kernels() -> None:
+    """Inductor picks its vector width and oneDNN's weight packing from the chip, not from ATEN_CPU_CAPABILITY or
+    ONEDNN_MAX_CPU_ISA; with those holding the kernels lower, its code meets kernels of another ISA (measured
+    here: NaN outputs with both held to AVX2, heap corruption with oneDNN alone). Match it to the held kernels."""
+    if kernel_cap() is None:
+        return
+    import torch._inductor.config as inductor
+
+    inductor.cpp.weight_prepack = False
+    if not torch.backends.cpu.get_cpu_capability().startswith(("AVX512", "AMX")):
+        inductor.cpp.simdlen = 8  # 256-bit vectors of fp32: AVX2
+
+
 def compile_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """Static-shape torch.compile; on CUDA with CUDA graphs ("reduce-overhead") and channels-last heads."""
+    if device.type == "cpu":
+        match_inductor_to_held_kernels()
     if device.type == "cuda" and hasattr(model, "decode_head"):
         model.decode_head.to(memory_format=torch.channels_last)
     mode = "reduce-overhead" if device.type == "cuda" else "default"

@@ -74,6 +74,53 @@ class RunCollector:
             yield gpu
 
 
+class Endpoints:
+    """/metrics (Prometheus text from `registry`) and /healthz (`health()` -> status, JSON body) on one port, in a
+    thread of their own; used by a run and by the fleet's driver."""
+
+    def __init__(self, cfg: MetricsConfig, registry: CollectorRegistry, health) -> None:
+        self.registry, self.health = registry, health
+        try:
+            self.server = ThreadingHTTPServer((cfg.host, cfg.port), self._handler())
+        except OSError as e:
+            where = f"{cfg.host}:{cfg.port}"
+            raise Sapiens2StreamError(f"runtime.metrics: cannot listen on {where} ({e.strerror})") from None
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    def _handler(self):
+        endpoints = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/metrics":
+                    status, body, kind = 200, generate_latest(endpoints.registry), CONTENT_TYPE_LATEST
+                elif self.path == "/healthz":
+                    status, data = endpoints.health()
+                    body, kind = json.dumps(data).encode(), "application/json"
+                else:
+                    status, body, kind = 404, b"/metrics or /healthz\n", "text/plain"
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        return Handler
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class Monitor:
     """The metrics and health server of one run."""
 
@@ -87,18 +134,11 @@ class Monitor:
                                buckets=STAGE_BUCKETS, registry=self.registry)  # fmt: skip
         self.batch = Histogram("sapiens2_batch_frames", "frames per micro-batch", buckets=BATCH_BUCKETS,
                                registry=self.registry)  # fmt: skip
-        try:
-            self.server = ThreadingHTTPServer((cfg.host, cfg.port), self._handler())
-        except OSError as e:
-            where = f"{cfg.host}:{cfg.port}"
-            raise Sapiens2StreamError(f"runtime.metrics: cannot listen on {where} ({e.strerror})") from None
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
-        self.thread.start()
+        self.endpoints = Endpoints(cfg, self.registry, self.health)
 
     @property
     def port(self) -> int:
-        return self.server.server_address[1]
+        return self.endpoints.port
 
     def observe_stage(self, stage: str, ms_per_frame: float, batch: int | None) -> None:
         self.stage.labels(stage).observe(ms_per_frame / 1e3)
@@ -120,29 +160,5 @@ class Monitor:
             body["silent"] = silent
         return (503 if silent else 200), body
 
-    def _handler(self):
-        monitor = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path == "/metrics":
-                    status, body, kind = 200, generate_latest(monitor.registry), CONTENT_TYPE_LATEST
-                elif self.path == "/healthz":
-                    status, data = monitor.health()
-                    body, kind = json.dumps(data).encode(), "application/json"
-                else:
-                    status, body, kind = 404, b"/metrics or /healthz\n", "text/plain"
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        return Handler
-
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.endpoints.close()

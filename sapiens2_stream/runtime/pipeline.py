@@ -26,11 +26,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
 
-from ..config import PipelineConfig
+from ..config import PipelineConfig, SourceConfig
 from ..detect import Detector, make_detector
 from ..errors import Sapiens2StreamError
 from ..io.mqtt import MqttClient
@@ -134,10 +135,12 @@ class Planner:
 class Pipeline:
     def __init__(
         self, cfg: PipelineConfig, on_result: Callable[[FrameResult, Pipeline], None] | None = None,
-        resume: bool = False, loaded: LoadedModels | None = None,
+        resume: bool = False, loaded: LoadedModels | None = None, serve: bool = False,
     ) -> None:  # fmt: skip
         """`resume`: continue the interrupted run recorded in each source's output folder (files and image
-        folders). `loaded`: models and detector already loaded (batch workers reuse them across videos)."""
+        folders). `loaded`: models and detector already loaded (batch workers reuse them across videos).
+        `serve`: keep running when every source has ended, until stopped, for sources added while running
+        (`add_source`: a fleet worker, the console)."""
         self.cfg = cfg
         self.on_result = on_result
         self.stop = threading.Event()
@@ -145,8 +148,11 @@ class Pipeline:
         self.interrupted = False
         self.several = cfg.sources is not None
         self.mqtt = MqttClient(cfg.outputs.mqtt) if cfg.outputs.mqtt.host else None
+        self.serve = serve
         self.streams = [Stream(c, c.source.name if self.several else "", resume, self.finish, self.mqtt)
                         for c in cfg.per_source()]  # fmt: skip
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.group: asyncio.TaskGroup | None = None
         rt = cfg.runtime
         if rt.threads:
             torch.set_num_threads(rt.threads)
@@ -162,13 +168,17 @@ class Pipeline:
         self.busy_until = 0.0  # when the models are expected to be free (monotonic)
         self.models_free = asyncio.Event()
         self.detect_s: float | None = None  # seconds per detect stage batch, measured
-        for stream in self.streams:
-            stream.wake = self.work.set
         self.started = 0.0
         self.monitor = Monitor(self, rt.metrics) if rt.metrics.port is not None else None
         if self.monitor is not None:
-            for m in (self.metrics, *(s.metrics for s in self.streams)):
-                m.observer = self.monitor.observe_stage
+            self.metrics.observer = self.monitor.observe_stage
+        for stream in self.streams:
+            self._attach(stream)
+
+    def _attach(self, stream: Stream) -> None:
+        stream.wake = self.work.set
+        if self.monitor is not None:
+            stream.metrics.observer = self.monitor.observe_stage
 
     @property
     def source(self):
@@ -196,6 +206,43 @@ class Pipeline:
             stream.stop_taking()
         self.work.set()
 
+    # ------------------------------------------------------------------------------------------- sources
+
+    def add_source(self, source: SourceConfig, fence=None, first_track: int = 1, timeout: float = 60.0) -> Stream:
+        """Start a source on the running pipeline (from any thread): it gets everything a source given at the
+        start has (its own folder OUTPUT/<name>/, reconnects, drop policy, summary). `fence` and `first_track`:
+        see Stream."""
+        if self.loop is None or self.stop.is_set():
+            raise Sapiens2StreamError("the pipeline is not running; sources can be added only while it runs")
+        if any(s.name == source.name and not s.closed for s in self.streams):
+            raise Sapiens2StreamError(f"a source named {source.name!r} is already running")
+        cfg = replace(self.cfg, source=source, sources=None,
+                      outputs=replace(self.cfg.outputs, dir=str(Path(self.cfg.outputs.dir) / source.name)))  # fmt: skip
+        stream = Stream(cfg, source.name, False, self.finish, self.mqtt, fence, first_track)  # opens its outputs
+
+        async def start() -> None:
+            self._attach(stream)
+            stream.started = time.time()
+            self.streams.append(stream)
+            self.group.create_task(stream.read())
+            self.group.create_task(stream.write_all(self._on_result))
+            self.work.set()
+
+        asyncio.run_coroutine_threadsafe(start(), self.loop).result(timeout)
+        return stream
+
+    def remove_source(self, name: str, timeout: float = 60.0) -> dict:
+        """Stop a running source (from any thread): it stops reading, what the models took is written, its
+        outputs are closed complete; the others are not disturbed. Returns its summary."""
+        stream = next((s for s in self.streams if s.name == name and not s.closed), None)
+        if stream is None or self.loop is None:
+            raise Sapiens2StreamError(f"no running source named {name!r}")
+        self.loop.call_soon_threadsafe(stream.stop_taking)
+        deadline = time.monotonic() + timeout
+        while not stream.closed and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return stream.summary(self.metrics, {})
+
     # ------------------------------------------------------------------------------------------- stages
 
     async def _next_picks(self) -> list[tuple[Stream, object]] | None:
@@ -206,7 +253,7 @@ class Pipeline:
             ready = self.planner.ready()
             if ready:
                 break
-            if all(not s.reading and not s.waiting for s in self.streams):
+            if all(not s.reading and not s.waiting for s in self.streams) and (self.stop.is_set() or not self.serve):
                 return None
             await self.work.wait()
         want = self.planner.size()
@@ -336,18 +383,20 @@ class Pipeline:
         self.slot_free.set()
         try:
             async with asyncio.TaskGroup() as group:
+                self.loop, self.group = loop, group
                 for stream in self.streams:
-                    group.create_task(stream.read(self.stop))
+                    group.create_task(stream.read())
                     group.create_task(stream.write_all(self._on_result))
                 group.create_task(self._detect())
                 group.create_task(self._infer())
         except BaseExceptionGroup as eg:
-            self.stop.set()
             raise eg.exceptions[0] from None
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)
             self.stop.set()
+            for stream in self.streams:
+                stream.halt.set()
             for stream in self.streams:
                 stream.close()
                 stream.threads.shutdown(wait=False)

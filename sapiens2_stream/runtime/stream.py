@@ -18,12 +18,13 @@ from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
-from ..io.sinks import make_sinks
+from ..io.sinks import Fenced, as_recorded, make_sinks
 from ..io.sources import LIVE_KINDS, Frame, Source, source_kind
 from ..track import OnlineSmoother, Tracker
 from .inference import FrameResult, Person
@@ -40,9 +41,13 @@ class Stream:
     """A source with everything that is its own; see the module docstring for what is dropped and when."""
 
     def __init__(self, cfg: PipelineConfig, name: str = "", resume: bool = False,
-                 on_quit: Callable[[], None] = lambda: None, mqtt=None) -> None:  # fmt: skip
+                 on_quit: Callable[[], None] = lambda: None, mqtt=None, fence: Callable[[Path], None] | None = None,
+                 first_track: int = 1) -> None:  # fmt: skip
         """`cfg`: a single-source configuration (PipelineConfig.per_source); `name`: the source's name, empty for
-        the single `source:`; `mqtt`: the process's MQTT client, when outputs.mqtt is on."""
+        the single `source:`; `mqtt`: the process's MQTT client, when outputs.mqtt is on. `fence(folder)`: asked
+        before any output folder is opened or rolled, raises `Fenced` when this process may no longer write the
+        source (it moved to another worker); `first_track`: the first track id (a camera continued elsewhere
+        keeps its ids apart from those already written)."""
         live = source_kind(cfg.source) in LIVE_KINDS
         self.resumed = prepare_resume(cfg, live) if resume else None
         if self.resumed is not None:
@@ -53,6 +58,7 @@ class Stream:
         self.policy = rt.policy if rt.policy != "auto" else ("latest" if self.source.live else "block")
         self.drops_allowed = self.source.live and self.policy != "block"
         self.tracker = Tracker(cfg.tracker)
+        self.tracker.next_id = max(self.tracker.next_id, first_track)
         sm = cfg.smoothing
         self.smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
         every = cfg.detector.every
@@ -64,7 +70,10 @@ class Stream:
         # recorded frames some video lacks (a killed run): drawn again from their records, nothing recomputed but
         # the dense layers
         self.replay = self.resumed.replayed() if self.resumed is not None else {}
-        self.sinks = make_sinks(cfg, self.source, on_quit, self.resumed, mqtt)
+        self.halt = threading.Event()  # stops this stream's reader (the run's stop, or the source removed)
+        self.fenced = False  # another worker owns the source now: nothing more is written here
+        self.last_written: float | None = None  # wall time of the latest result written
+        self.sinks = make_sinks(cfg, self.source, on_quit, self.resumed, mqtt, fence)
         self.metrics = Metrics()
         self.dropped: Counter[str] = Counter()
         self.waiting: deque[Frame] = deque()
@@ -101,12 +110,12 @@ class Stream:
 
     # ------------------------------------------------------------------------------------------- reading
 
-    async def read(self, stop: threading.Event) -> None:
-        """Read the source on this stream's own thread until it ends or `stop` is set."""
+    async def read(self) -> None:
+        """Read the source on this stream's own thread until it ends or `halt` is set."""
         loop = asyncio.get_running_loop()
 
         def produce() -> None:
-            for frame in self.source.frames(stop):
+            for frame in self.source.frames(self.halt):
                 asyncio.run_coroutine_threadsafe(self._arrive(frame), loop).result()
 
         try:
@@ -227,8 +236,9 @@ class Stream:
         self.outbox_ready.set()
 
     def stop_taking(self) -> None:
-        """A stop (Ctrl-C, SIGTERM, the window closed): frames only waiting are left unprocessed, counted, and
-        the reader is let go; frames the engine already took are still written."""
+        """A stop (Ctrl-C, SIGTERM, the window closed, the source removed): the reader stops, frames only waiting
+        are left unprocessed, counted; frames the engine already took are still written."""
+        self.halt.set()
         self.stopping = True
         self.left += len(self.waiting)
         self.waiting.clear()
@@ -242,6 +252,16 @@ class Stream:
         self._maybe_end()
 
     def write(self, result: FrameResult, on_result: Callable | None) -> None:
+        if self.fenced:
+            return
+        try:
+            self._write(result, on_result)
+        except Fenced as e:  # the source moved to another worker while this one was cut off: stop writing it
+            self.fenced = True
+            self.halt.set()
+            self.source.stats.events.append(str(e))
+
+    def _write(self, result: FrameResult, on_result: Callable | None) -> None:
         if result.replayed:
             for sink in self.sinks:
                 if sink.redraw:
@@ -253,10 +273,11 @@ class Stream:
             self.smoother.drop(track_id)
         for p in result.people:
             if p.keypoints is not None:
-                p.smoothed = self.smoother(p.track_id, result.frame.pts_s, p.keypoints, p.keypoint_scores)
+                p.smoothed = self.smoother(p.track_id, *as_recorded(result.frame.pts_s, p.keypoints, p.keypoint_scores))
         for sink in self.sinks:
             sink.write(result)
         self.last_people = len(result.people)
+        self.last_written = time.time()
         self.metrics.frames_out += 1
         self.metrics.frame_age_ms.append((time.time() - result.frame.wall_s) * 1e3)
         self.metrics.stage("write", (time.perf_counter() - start) * 1e3)

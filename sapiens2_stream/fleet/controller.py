@@ -1,0 +1,340 @@
+"""`run --ray`: the driver of a live fleet. It starts one worker per GPU, places the cameras by measured cost,
+watches the workers, moves the cameras of a lost machine to the survivors, and serves one /metrics and /healthz
+for the whole fleet. Ray does membership, noticing dead nodes, restarting dead worker processes and giving each
+worker its GPU; this module only decides where cameras run and records it.
+
+Every call into a worker has a timeout (a call to a dying node hangs until Ray declares it dead).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ..config import MetricsConfig, PipelineConfig
+from ..errors import Sapiens2StreamError
+from ..io.sources import Source
+from ..runtime.monitoring import Endpoints
+from ..runtime.ray_layer import connect, worker_plan
+from .placement import place
+from .record import FleetRecord, write_marker
+from .worker import FleetWorker
+
+POLL_S = 1.0
+ANSWER_S = 3.0  # a worker silent for longer counts as no owner of its cameras (/healthz)
+START_TIMEOUT_S = 600.0  # loading the models on every worker
+STOP_TIMEOUT_S = 60.0
+SEGMENT_S = 600.0  # fleet cameras always write segments: a camera continued elsewhere starts a new one
+
+
+def camera_rates(cfg: PipelineConfig) -> dict[str, float]:
+    """Each camera's frames/s: source.fps, else what its stream says when connected, else fleet.camera_fps. An
+    unreachable camera is a configuration error, as in a single-process run."""
+
+    def rate(src) -> float:
+        return src.fps or Source(src).rate or src.fps or cfg.fleet.camera_fps
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return dict(zip([s.name for s in cfg.sources], pool.map(rate, cfg.sources), strict=True))
+
+
+class Fleet:
+    """The driver's state: the workers, the record, the latest numbers of every camera."""
+
+    def __init__(self, cfg: PipelineConfig, address: str, progress: bool = True) -> None:
+        if cfg.sources is None:
+            cfg = replace(cfg, sources=[replace(cfg.source, name=cfg.source.name or "cam1")])
+        self.cfg, self.progress = cfg, progress
+        self.out = Path(cfg.outputs.dir).resolve()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.id = uuid.uuid4().hex[:8]
+        self.local = address == "local"
+        self.ray = connect(address, cfg.fleet.detect_s)
+        self.record = FleetRecord(self.out)
+        self.record.save()
+        self.stop = threading.Event()
+        self.handles: dict[str, object] = {}
+        self.stats: dict[str, dict] = {}  # worker -> latest stats
+        self.pending: dict[str, object] = {}  # worker -> the stats call in flight
+        self.seen: dict[str, float] = {}  # worker -> when it last answered
+        self.lost: set[str] = set()  # workers whose node died and whose cameras moved
+        self.result_wall: dict[str, float] = {}  # camera -> wall time of its latest result, as last reported
+        self.assigned_at: dict[str, float] = {}
+        self.endpoints = None
+
+    # ------------------------------------------------------------------------------------------- starting
+
+    def start(self) -> None:
+        ray, fleet = self.ray, self.cfg.fleet
+        count, options = worker_plan(ray, fleet.workers, fleet.cpus_per_worker)
+        worker_cfg = replace(
+            self.cfg,
+            outputs=replace(self.cfg.outputs, dir=str(self.out), segment_s=self.cfg.outputs.segment_s or SEGMENT_S),
+            runtime=replace(self.cfg.runtime, metrics=MetricsConfig(port=None)),
+        )
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(next(iter(options)), 0)]
+        actor = ray.remote(FleetWorker)
+        for i in range(count):
+            name = f"w{i}"
+            spread = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=True) if nodes else "DEFAULT"
+            self.handles[name] = actor.options(
+                **options, max_restarts=-1, max_task_retries=0, max_concurrency=8,
+                name=f"sapiens2-fleet-{self.id}-{name}", scheduling_strategy=spread,
+            ).remote(worker_cfg, name)  # fmt: skip
+        self.say(f"fleet {self.id}: starting {count} worker(s) ({options}), loading the models")
+        infos = self.call_all("info", timeout=START_TIMEOUT_S)
+        marker = write_marker(self.out, self.id)
+        for name, sees in self.call_all("sees", str(marker)).items():
+            if not sees:
+                raise Sapiens2StreamError(
+                    f"outputs.dir {self.out} is not visible from worker {name} on node {infos[name]['node_id'][:12]}:"
+                    " put it on storage every node mounts (NFS, a cluster file system) and use the same path"
+                )  # fmt: skip
+        capacities = self.call_all("measure", timeout=START_TIMEOUT_S)
+        for name, info in infos.items():
+            self.record.data["workers"][name] = {**info, "sources": [], "capacity_fps": round(capacities[name], 2)}
+        rates = camera_rates(self.cfg)
+        placement = place(rates, capacities, fleet.headroom, pins=fleet.pins,
+                          nodes={w: i["node_id"] for w, i in infos.items()})  # fmt: skip
+        for cam, worker in placement.assignment.items():
+            self.record.assign(cam, worker, infos[worker]["node_id"])
+            self.assigned_at[cam] = time.time()
+        self.record.data["placement"] = {"rates": rates, "load_fps": placement.load, "below_rate": placement.below_rate}
+        self.save()
+        for cam, share in placement.below_rate.items():
+            self.say(f"fleet: {cam} will run at about {share:.0%} of its {rates[cam]:g} frames/s: the fleet "
+                     f"cannot carry the load (add workers, lower the rate or use a smaller model)")  # fmt: skip
+        self.call_all("sync")
+        self.seen = dict.fromkeys(self.handles, time.time())
+        metrics = self.cfg.runtime.metrics
+        if metrics.port is not None:
+            registry = CollectorRegistry()
+            registry.register(FleetCollector(self))
+            self.endpoints = Endpoints(metrics, registry, self.health)
+
+    # ------------------------------------------------------------------------------------------- calls
+
+    def call(self, worker: str, method: str, *args, timeout: float | None = None):
+        return self.ray.get(getattr(self.handles[worker], method).remote(*args),
+                            timeout=timeout or self.cfg.fleet.detect_s + 5)  # fmt: skip
+
+    def call_all(self, method: str, *args, timeout: float | None = None) -> dict:
+        """One call on every worker not lost, at once; a worker that fails to answer is an error here (start)."""
+        names = [w for w in self.handles if w not in self.lost]
+        refs = [getattr(self.handles[w], method).remote(*args) for w in names]
+        try:
+            return dict(zip(names, self.ray.get(refs, timeout=timeout or self.cfg.fleet.detect_s + 30), strict=True))
+        except self.ray.exceptions.GetTimeoutError:
+            raise Sapiens2StreamError(f"fleet: the workers did not answer {method} in time") from None
+        except self.ray.exceptions.RayError as e:
+            raise Sapiens2StreamError(f"fleet: a worker failed during {method}: {str(e).splitlines()[0]}") from None
+
+    # ------------------------------------------------------------------------------------------- watching
+
+    def poll(self) -> None:
+        """Collect the workers' numbers (at most one call in flight per worker) and act on lost nodes."""
+        ray = self.ray
+        for name, handle in self.handles.items():
+            if name not in self.pending:
+                self.pending[name] = handle.stats.remote()
+        ready, _ = ray.wait(list(self.pending.values()), num_returns=len(self.pending), timeout=POLL_S)
+        now = time.time()
+        for name, ref in list(self.pending.items()):
+            if ref not in ready:
+                continue
+            del self.pending[name]
+            try:
+                stats = ray.get(ref)
+            except ray.exceptions.RayError:
+                continue  # restarting or gone: Ray decides, the next poll asks again
+            self.stats[name], self.seen[name] = stats, now
+            self.update_worker(name, stats)
+            for cam, c in stats["cameras"].items():
+                if c["result_age_s"] is not None:
+                    self.result_wall[cam] = now - c["result_age_s"]
+        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        for name, worker in self.record.data["workers"].items():
+            if name not in self.lost and worker["node_id"] not in alive:
+                self.rehome(name, f"node {worker['node_id'][:12]} lost")
+
+    def update_worker(self, name: str, stats: dict) -> None:
+        """A worker answered: note where it runs now (Ray may have restarted it, on this node or another)."""
+        worker = self.record.data["workers"][name]
+        changed = worker["pid"] != stats["pid"] or worker["node_id"] != stats["node_id"]
+        mine = sorted(stats["cameras"])
+        if changed or worker["sources"] != mine:
+            if changed:
+                self.say(f"fleet: {name} is back (pid {stats['pid']}, node {stats['node_id'][:12]})")
+            worker.update(pid=stats["pid"], node_id=stats["node_id"], gpus=stats["gpus"], sources=mine)
+            for cam in mine:
+                self.record.data["sources"][cam]["node_id"] = stats["node_id"]
+            if name in self.lost and worker["node_id"] in {n["NodeID"] for n in self.ray.nodes() if n["Alive"]}:
+                self.lost.discard(name)  # restarted on a living node: spare capacity again
+            self.save()
+
+    def rehome(self, lost: str, reason: str) -> None:
+        """Move a lost worker's cameras onto the others' spare capacity (first-fit decreasing), new epochs."""
+        self.lost.add(lost)
+        orphans = [c for c, s in self.record.data["sources"].items() if s["worker"] == lost]
+        self.record.data["workers"][lost]["sources"] = []
+        survivors = {w: i["capacity_fps"] for w, i in self.record.data["workers"].items() if w not in self.lost}
+        if not orphans:
+            self.save()
+            return
+        if not survivors:
+            self.say(f"fleet: {reason}; no worker left for {', '.join(orphans)} (Ray restarts {lost} when it can)")
+            return
+        rates = self.record.data["placement"]["rates"]
+        current = {c: s["worker"] for c, s in self.record.data["sources"].items() if s["worker"] != lost}
+        placement = place({c: rates[c] for c in [*current, *orphans]}, survivors, self.cfg.fleet.headroom, current,
+                          use_headroom=True)  # fmt: skip
+        for cam in orphans:
+            target = placement.assignment[cam]
+            self.record.assign(cam, target, self.record.data["workers"][target]["node_id"], reason)
+            self.assigned_at[cam] = time.time()
+        self.save()
+        self.say(f"fleet: {reason}: moved " + ", ".join(f"{c} -> {placement.assignment[c]}" for c in orphans))
+        for target in {placement.assignment[c] for c in orphans}:
+            self.handles[target].sync.remote()
+
+    def save(self) -> None:
+        self.record.save()
+
+    # ------------------------------------------------------------------------------------------- reporting
+
+    def owner_alive(self, camera: str) -> bool:
+        """Whether the camera's worker is on a living node and answered lately (a worker restarting, or on a node
+        not yet declared dead, does not)."""
+        worker = self.record.data["sources"][camera]["worker"]
+        return worker not in self.lost and time.time() - self.seen.get(worker, 0.0) < ANSWER_S
+
+    def result_age(self, camera: str, now: float) -> float:
+        return now - self.result_wall.get(camera, self.assigned_at.get(camera, now))
+
+    def fresh(self, camera: str, now: float) -> bool:
+        """A result since the camera's current assignment (a moved camera is not fresh until its new worker has
+        written), and within fleet.max_result_age_s."""
+        wall = self.result_wall.get(camera, 0.0)
+        return wall >= self.assigned_at.get(camera, 0.0) and now - wall <= self.cfg.fleet.max_result_age_s
+
+    def health(self) -> tuple[int, dict]:
+        """503 naming the cameras with no owner or no fresh result; 200 otherwise."""
+        now = time.time()
+        ages = {cam: round(self.result_age(cam, now), 2) for cam in self.record.data["sources"]}
+        orphans = sorted(c for c in ages if not self.owner_alive(c))
+        stale = sorted(c for c in ages if not self.fresh(c, now) and c not in orphans)
+        body = {"status": "ok" if not (orphans or stale) else "unhealthy", "result_age_s": ages}
+        if orphans:
+            body["no_owner"] = orphans
+        if stale:
+            body["no_fresh_result"] = stale
+        return (503 if orphans or stale else 200), body
+
+    def status_lines(self) -> list[str]:
+        now, lines = time.time(), []
+        for name, worker in self.record.data["workers"].items():
+            stats = self.stats.get(name, {"cameras": {}})
+            fps = sum(c["processed_fps"] for c in stats["cameras"].values())
+            ages = [self.result_age(c, now) for c in worker["sources"]]
+            state = "lost" if name in self.lost else "up" if now - self.seen.get(name, 0) < ANSWER_S else "no answer"
+            lines.append(f"{name} [{state}] node {worker['node_id'][:8]} gpu {worker['gpus'] or '-'}: "
+                         f"{len(worker['sources'])} camera(s), {fps:.1f} frames/s, oldest result "
+                         f"{max(ages, default=0):.1f} s")  # fmt: skip
+        return lines
+
+    def say(self, line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    # ------------------------------------------------------------------------------------------- stopping
+
+    def shutdown(self) -> dict:
+        """Stop every camera (outputs complete), then the workers; the fleet's summary."""
+        ray = self.ray
+        refs = {w: h.stop.remote() for w, h in self.handles.items() if w not in self.lost}
+        sources = {}
+        for name, ref in refs.items():
+            try:
+                sources.update(ray.get(ref, timeout=STOP_TIMEOUT_S))
+            except ray.exceptions.RayError as e:
+                self.say(f"fleet: {name} did not stop cleanly ({type(e).__name__})")
+        for handle in self.handles.values():
+            ray.kill(handle, no_restart=True)
+        if self.endpoints is not None:
+            self.endpoints.close()
+        totals = {
+            "frames_in": sum(s["frames_in"] for s in sources.values()),
+            "frames_out": sum(s["frames_out"] for s in sources.values()),
+        }
+        return {"fleet": self.id, "workers": self.record.data["workers"], "sources": sources, "totals": totals,
+                "moves": self.record.data["moves"], "interrupted": True}  # fmt: skip
+
+    def close(self) -> None:
+        if self.local:
+            self.ray.shutdown()
+        (self.out / f".fleet-marker-{self.id}").unlink(missing_ok=True)
+
+
+class FleetCollector:
+    """Per camera and worker numbers for Prometheus, labelled with source, worker and node."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+
+    def collect(self):
+        fleet, now = self.fleet, time.time()
+        labels = ["source", "worker", "node"]
+        written = CounterMetricFamily("sapiens2_frames_written", "frames written to the outputs", labels=labels)
+        fps = GaugeMetricFamily("sapiens2_processed_fps", "frames processed per second", labels=labels)
+        age = GaugeMetricFamily("sapiens2_result_age_seconds", "seconds since the latest result", labels=labels)
+        owned = GaugeMetricFamily("sapiens2_source_owned", "1 while a living worker runs the camera", labels=labels)
+        for cam, where in fleet.record.data["sources"].items():
+            worker = where["worker"]
+            key = [cam, worker, where["node_id"]]
+            c = fleet.stats.get(worker, {"cameras": {}})["cameras"].get(cam)
+            written.add_metric(key, c["frames_out"] if c else 0)
+            fps.add_metric(key, c["processed_fps"] if c else 0.0)
+            age.add_metric(key, fleet.result_age(cam, now))
+            owned.add_metric(key, float(fleet.owner_alive(cam)))
+        capacity = GaugeMetricFamily("sapiens2_worker_capacity_fps", "frames/s a worker measured",
+                                     labels=["worker", "node"])  # fmt: skip
+        for name, worker in fleet.record.data["workers"].items():
+            capacity.add_metric([name, worker["node_id"]], worker["capacity_fps"])
+        yield from (written, fps, age, owned, capacity)
+
+
+def run_fleet(cfg: PipelineConfig, address: str, progress: bool = True) -> dict:
+    """Run the cameras of `cfg` on a Ray fleet until Ctrl-C or SIGTERM; returns the fleet's summary."""
+    fleet = Fleet(cfg, address, progress)
+    installed = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            installed[sig] = signal.signal(sig, lambda *_: fleet.stop.set())
+    try:
+        try:
+            fleet.start()
+        except BaseException:
+            for handle in fleet.handles.values():
+                fleet.ray.kill(handle, no_restart=True)
+            raise
+        last_status = 0.0
+        while not fleet.stop.is_set():
+            fleet.poll()
+            if progress and time.time() - last_status > 5:
+                last_status = time.time()
+                fleet.say("\n".join(fleet.status_lines()))
+        return fleet.shutdown()
+    finally:
+        for sig, handler in installed.items():
+            signal.signal(sig, handler)
+        fleet.close()
