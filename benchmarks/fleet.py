@@ -7,6 +7,8 @@
   load (until it answers: its constructor loaded the models and took its cameras back) and reconnect (until its
   cameras' next result). A lost node adds Ray's health-check time (`fleet.detect_s`; 3-4.5 s measured with the
   tuned checks) before the same steps.
+- cameras per worker: how many cameras at 10 results/s each one worker carries (its measured capacity / 10); on
+  a GPU (`SAPIENS2_BENCH_DEVICE=cuda`, run by benchmarks/gpu.sh) that is cameras per GPU.
 
 Run: `python -m benchmarks.fleet` (about 3 minutes on 2 cores).
 """
@@ -37,7 +39,7 @@ def config(tiny: dict, out: Path) -> PipelineConfig:
         "models": {"pose": {"source": str(tiny["pose"]), "input_size": [256, 192], "flip": "off"}},
         "outputs": {"dir": str(out), "video": {"enabled": False}},
         "runtime": {"device": DEVICE, "threads": 1},
-        "fleet": {"workers": 2, "cpus_per_worker": 1},
+        "fleet": {"workers": 1 if DEVICE == "cuda" else 2, "cpus_per_worker": 1},  # gpu.sh: one GPU, one worker
     })  # fmt: skip
 
 
@@ -51,13 +53,30 @@ def newest_wall(camera_dir: Path) -> float:
     return max(walls, default=0.0)
 
 
-def run() -> list[dict]:
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    from sapiens2_stream.fleet.controller import Fleet
+def capacity_row(tiny: dict, out: Path) -> dict:
+    """Cameras at 10 results/s one worker carries: its own measurement, as placement uses it (no Ray needed)."""
+    from sapiens2_stream.fleet.worker import FleetWorker
 
+    worker = FleetWorker(config(tiny, out), "w0")
+    capacity = worker.measure()
+    worker.stop()
+    return dict(name=f"cameras one worker carries at 10 results/s ({DEVICE}, tiny pose 256x192)",
+                ours_s=10 / capacity, baseline="one camera", baseline_s=1.0,
+                note=f"{capacity / 10:.1f} cameras (measured capacity {capacity:.1f} frames/s)")  # fmt: skip
+
+
+def run() -> list[dict]:
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep Ray on 127.0.0.1
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         tiny = make_tiny_checkpoints(work / "tiny", ("pose",))
+        rows = [capacity_row(tiny, work / "capacity")]
+        try:
+            import ray  # noqa: F401
+        except ImportError:  # the GPU machine has no Ray: the capacity row alone
+            return rows
+        from sapiens2_stream.fleet.controller import Fleet
+
         single = Pipeline(config(tiny, work / "single"))
         threading.Timer(LIVE_S, single.finish).start()
         single_fps = written_fps(single.run()["sources"])
@@ -71,7 +90,7 @@ def run() -> list[dict]:
                 fleet.poll()
             fleet_mb = sum(peak_rss_mb(w["pid"]) for w in fleet.record.data["workers"].values())
             # failover: SIGKILL a worker with cameras
-            name, worker = next((n, w) for n, w in fleet.record.data["workers"].items() if w["sources"])
+            name, worker = next((n, dict(w)) for n, w in fleet.record.data["workers"].items() if w["sources"])
             before = fleet_worker_pids()
             os.kill(worker["pid"], signal.SIGKILL)
             killed = time.time()
@@ -88,7 +107,7 @@ def run() -> list[dict]:
         finally:
             fleet.close()
     respawned = respawned or answered
-    return [
+    return rows + [
         dict(name=f"fleet of 2 workers, {CAMERAS} cameras at {FPS} fps: written frames/s",
              ours_s=1 / fleet_fps, baseline="one process, the same cameras", baseline_s=1 / single_fps,
              note=f"peak RSS {fleet_mb:.0f} MB (workers) vs {single_mb:.0f} MB"),

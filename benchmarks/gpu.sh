@@ -5,7 +5,8 @@
 #                                                  benchmarks/results/)
 # In order, each in its own time box (about 9.5 minutes in all): the CUDA tests (tests/test_cuda.py, skipped on
 # machines without a GPU), the model benchmark (benchmarks/gpu.py), then the live and multi-camera benchmarks
-# on the GPU. A step that fails or runs out of time is reported and the next one still runs.
+# on the GPU, and the fleet row (cameras per GPU at 10 results/s). A step that fails or runs out of time is
+# reported and the next one still runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-benchmarks/results}"
@@ -33,6 +34,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $out/NAM
     echo "=== $name: exit $rc$([ "$rc" = 124 ] && echo ' (out of time)')"
 }
 step gpu_tests 150 python3 -m pytest -m cuda tests/test_cuda.py -p no:cacheprovider -rs
-step gpu_model 240 python3 -m benchmarks.gpu --json "$out/gpu.json"
+step gpu_model 220 python3 -m benchmarks.gpu --json "$out/gpu.json"
 SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=8 step gpu_live 100 python3 -m benchmarks.live
-SAPIENS2_BENCH_DEVICE=cuda step gpu_multi 80 python3 -m benchmarks.multi_source
+SAPIENS2_BENCH_DEVICE=cuda step gpu_multi 70 python3 -m benchmarks.multi_source
+SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=10 step gpu_fleet 60 python3 -m benchmarks.fleet
