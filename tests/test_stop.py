@@ -53,6 +53,19 @@ def batch_seconds(summary):
     return (infer + detect) / 1000
 
 
+def stop_and_time(proc, out, *signals):
+    """Send the signals (0.3 s apart); the exit's delay after the last one, the stderr and the run's summary."""
+    for i, sig in enumerate(signals):
+        if i:
+            time.sleep(0.3)
+        sent = time.monotonic()
+        proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    took = time.monotonic() - sent
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    return took, stderr, json.loads((out / "summary.json").read_text())
+
+
 def check_complete(out):
     """Every written frame has its JSON line (whole lines, in order) and the video plays with one frame each."""
     text = (out / "results.jsonl").read_text()
@@ -67,12 +80,7 @@ def test_first_ctrl_c_on_a_file_finishes_one_batch_and_resume_completes(tmp_path
     out = tmp_path / "file"
     spec = slow_spec(tmp_path, tiny_dir, clip, out)
     proc = start_and_wait(spec, out / "results.jsonl", 4)
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
-    took = time.monotonic() - sent
-    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
-    summary = json.loads((out / "summary.json").read_text())
+    took, stderr, summary = stop_and_time(proc, out, signal.SIGINT)
     assert took < batch_seconds(summary) + 3, (took, batch_seconds(summary))
     frames = check_complete(out)
     assert frames == list(range(len(frames))) and len(frames) < 60
@@ -87,12 +95,7 @@ def test_first_ctrl_c_on_a_live_source_slower_than_the_models(tmp_path, tiny_dir
     spec = slow_spec(tmp_path, tiny_dir, "lavfi:testsrc2=size=320x240:rate=15,realtime", out,
                      source={"uri": "lavfi:testsrc2=size=320x240:rate=15,realtime", "max_frames": 100000})  # fmt: skip
     proc = start_and_wait(spec, out / "results.jsonl", 4)
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=120)
-    took = time.monotonic() - sent
-    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
-    summary = json.loads((out / "summary.json").read_text())
+    took, _, summary = stop_and_time(proc, out, signal.SIGTERM)
     assert took < batch_seconds(summary) + 3, (took, batch_seconds(summary))
     check_complete(out)
 
@@ -105,13 +108,6 @@ def test_second_ctrl_c_exits_without_waiting_for_the_batch(tmp_path, tiny_dir, c
     data["runtime"] = {"max_frames_per_batch": 24, "queue_size": 24}
     spec.write_text(yaml.safe_dump(data))
     proc = start_and_wait(spec, out / "results.jsonl", 24)  # the first batch is written: the next one is running
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
-    took = time.monotonic() - sent
-    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
-    summary = json.loads((out / "summary.json").read_text())
+    took, _, summary = stop_and_time(proc, out, signal.SIGINT, signal.SIGINT)
     assert took < batch_seconds(summary) / 2, (took, batch_seconds(summary))
     check_complete(out)
