@@ -2,10 +2,13 @@
 locally and on a local Ray instance."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -114,3 +117,41 @@ def test_ray_batch_on_a_local_instance(tmp_path, clips, spec):
     local = run_batch(config, [str(c) for c in clips[:1]], str(tmp_path / "local"))
     assert local["done"] == [str(clips[0].resolve())]
     assert_same_results(tmp_path / "ray" / "a", tmp_path / "local" / "a")
+
+
+def test_ray_batch_survives_a_worker_killed_mid_video(tmp_path, clips, spec):
+    """A worker process SIGKILLed while it processes a video (as the OOM killer does): Ray restarts it, the video
+    is retried like any failed one, and the batch finishes with every video done."""
+    ray = pytest.importorskip("ray")
+    long = tmp_path / "long.mp4"
+    make_clip(long, frames=120, size=(240, 320), people=2)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    box, killed = {}, []
+
+    def kill_one_mid_video():
+        deadline = time.time() + 120
+        while time.time() < deadline and not killed:
+            for proc in Path("/proc").iterdir():
+                try:
+                    if proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(b"ray::Worker.process"):
+                        os.kill(int(proc.name), signal.SIGKILL)
+                        killed.append(int(proc.name))
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.05)
+
+    try:
+        killer = threading.Thread(target=kill_one_mid_video)
+        killer.start()
+        config = load_config(spec)
+        box["summary"] = run_batch(config, [str(long), *map(str, clips)], str(tmp_path / "out"), "auto", workers=1)
+        killer.join()
+    finally:
+        ray.shutdown()
+    assert killed, "no worker was caught processing a video"
+    summary = box["summary"]
+    assert not summary["failed"] and len(summary["done"]) == 4
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())["videos"]
+    assert max(e["attempts"] for e in manifest.values()) == 2  # the killed video, retried once
+    assert len(read_jsonl(tmp_path / "out" / "long" / "results.jsonl")) == 120

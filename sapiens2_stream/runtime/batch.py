@@ -86,6 +86,10 @@ class Worker:
         self.cfg = cfg
         self.loaded = load_models(cfg)
 
+    def ready(self) -> bool:
+        """Answers once the worker is up (after a restart: its models loaded again)."""
+        return True
+
     def process(self, video: str, out_dir: str) -> dict:
         """Run one video into out_dir (cleared first); returns the run summary or {"error": reason}."""
         from .pipeline import Pipeline
@@ -166,26 +170,31 @@ def run_batch(
     else:
         import ray
 
-        actors = ray_workers(cfg, ray_address, workers) if todo else []
-        queue, running = list(todo), {}
+        idle = ray_workers(cfg, ray_address, workers) if todo else []
+        queue, running, waking = list(todo), {}, {}  # waking: a lost worker's ready() call -> the worker
         while queue or running:
-            while queue and len(running) < len(actors):
-                video = queue.pop(0)
-                idle = _idle(actors, running)
-                running[idle.process.remote(str(video), str(out / names[video]))] = (video, idle)
-            ready, _ = ray.wait(list(running), num_returns=1)
-            video, _actor = running.pop(ready[0])
+            while queue and idle:
+                video, actor = queue.pop(0), idle.pop(0)
+                running[actor.process.remote(str(video), str(out / names[video]))] = (video, actor)
+            ready, _ = ray.wait([*running, *waking], num_returns=1)
+            if ready[0] in waking:  # a restarted worker answers again: it takes videos again
+                actor = waking.pop(ready[0])
+                try:
+                    ray.get(ready[0])
+                    idle.append(actor)
+                except ray.exceptions.RayError:
+                    time.sleep(0.5)  # still restarting (loading its models): ask again
+                    waking[actor.ready.remote()] = actor
+                continue
+            video, actor = running.pop(ready[0])
             try:
                 result = ray.get(ready[0])
+                idle.append(actor)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
-                # the worker died (OOM, a lost node) while on this video: Ray restarts it or places it elsewhere;
-                # the video is retried like any failed one, on whichever worker is free next
+                # the worker died on this video (OOM, a lost node): Ray restarts it; the video is retried like
+                # any failed one, and the worker takes videos again once it answers
                 result = {"error": f"worker lost ({type(e).__name__})"}
+                waking[actor.ready.remote()] = actor
             if finished(video, result):
                 queue.insert(0, video)
     return {"done": done, "failed": failed, "skipped": [str(v) for v in skipped]}
-
-
-def _idle(actors: list, running: dict):
-    busy = {id(actor) for _, actor in running.values()}
-    return next(a for a in actors if id(a) not in busy)
