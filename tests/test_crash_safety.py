@@ -123,7 +123,8 @@ def test_live_run_rolls_into_segments_and_retention_deletes_the_oldest(tmp_path,
     spec = write_spec(tmp_path, tiny_dir, "lavfi:testsrc2=size=320x240:rate=15,realtime", out,
                       source={"uri": "lavfi:testsrc2=size=320x240:rate=15,realtime", "max_frames": 15 * 9},
                       outputs={"dir": str(out), "segment_s": 2, "tracks": {"enabled": True},
-                               "retention": {"max_gb": 0.0025}})  # a 2 s segment is about 1.2 MB  # fmt: skip
+                               "retention": {"max_gb": 0.0025}},  # a 2 s segment is about 1.2 MB
+                      runtime={"policy": "block"})  # every frame written however busy the host  # fmt: skip
     run = cli("run", spec, "--no-progress")
     assert run.returncode == 0, run.stderr
     summary = json.loads((out / "summary.json").read_text())
