@@ -141,8 +141,7 @@ class FleetWorker:
 
     def stop(self, timeout: float = 60.0) -> dict:
         """Stop every camera (outputs complete and playable) and the pipeline; returns each camera's summary."""
-        if self.pipeline.loop is not None and self.thread.is_alive():
-            self.pipeline.loop.call_soon_threadsafe(self.pipeline.finish)
+        self.pipeline.finish()
         self.thread.join(timeout)
         summary = self.summary or {}
         return summary.get("sources", {}) if "sources" in summary else {}

@@ -152,6 +152,7 @@ class Pipeline:
         self.streams = [Stream(c, c.source.name if self.several else "", resume, self.finish, self.mqtt)
                         for c in cfg.per_source()]  # fmt: skip
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop_thread: int | None = None
         self.group: asyncio.TaskGroup | None = None
         rt = cfg.runtime
         if rt.threads:
@@ -200,8 +201,17 @@ class Pipeline:
 
     def finish(self) -> None:
         """Stop reading and taking frames; what the models are working on is written. Also the end the viewer
-        asks for by pressing q or closing the display window (a normal end)."""
+        asks for by pressing q or closing the display window (a normal end). From any thread: the streams'
+        asyncio events are set on the pipeline's own loop."""
         self.stop.set()
+        for stream in self.streams:
+            stream.halt.set()
+        if self.loop is not None and threading.get_ident() != self.loop_thread:
+            self.loop.call_soon_threadsafe(self._stop_taking)
+        else:
+            self._stop_taking()
+
+    def _stop_taking(self) -> None:
         for stream in self.streams:
             stream.stop_taking()
         self.work.set()
@@ -383,7 +393,7 @@ class Pipeline:
         self.slot_free.set()
         try:
             async with asyncio.TaskGroup() as group:
-                self.loop, self.group = loop, group
+                self.loop, self.group, self.loop_thread = loop, group, threading.get_ident()
                 for stream in self.streams:
                     group.create_task(stream.read())
                     group.create_task(stream.write_all(self._on_result))
