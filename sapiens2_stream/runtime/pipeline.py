@@ -206,10 +206,11 @@ class Pipeline:
         self.stop.set()
         for stream in self.streams:
             stream.halt.set()
-        if self.loop is not None and threading.get_ident() != self.loop_thread:
-            self.loop.call_soon_threadsafe(self._stop_taking)
-        else:
+        if self.loop is None or threading.get_ident() == self.loop_thread:
             self._stop_taking()
+        elif not self.loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the run ended meanwhile: nothing left to stop
+                self.loop.call_soon_threadsafe(self._stop_taking)
 
     def _stop_taking(self) -> None:
         for stream in self.streams:
