@@ -251,13 +251,12 @@ class PipelineConfig:
         single `source:` writes to OUTPUT/ itself."""
         if self.sources is None:
             return [self]
-        return [
-            dataclasses.replace(
-                self, source=src, sources=None,
-                outputs=dataclasses.replace(self.outputs, dir=str(Path(self.outputs.dir) / src.name)),
-            )
-            for src in self.sources
-        ]  # fmt: skip
+        return [self.for_source(src) for src in self.sources]
+
+    def for_source(self, src: SourceConfig) -> PipelineConfig:
+        """The single-source configuration of the named source `src`: its outputs in OUTPUT/<name>/."""
+        outputs = dataclasses.replace(self.outputs, dir=str(Path(self.outputs.dir) / src.name))
+        return dataclasses.replace(self, source=src, sources=None, outputs=outputs)
 
 
 # ---------------------------------------------------------------------------------------------- validation

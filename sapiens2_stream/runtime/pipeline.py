@@ -26,8 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 
@@ -227,9 +226,8 @@ class Pipeline:
             raise Sapiens2StreamError("the pipeline is not running; sources can be added only while it runs")
         if any(s.name == source.name and not s.closed for s in self.streams):
             raise Sapiens2StreamError(f"a source named {source.name!r} is already running")
-        cfg = replace(self.cfg, source=source, sources=None,
-                      outputs=replace(self.cfg.outputs, dir=str(Path(self.cfg.outputs.dir) / source.name)))  # fmt: skip
-        stream = Stream(cfg, source.name, False, self.finish, self.mqtt, fence, first_track)  # opens its outputs
+        stream = Stream(self.cfg.for_source(source), source.name, False, self.finish, self.mqtt, fence,
+                        first_track)  # opens its outputs  # fmt: skip
 
         async def start() -> None:
             self._attach(stream)
