@@ -82,7 +82,7 @@ def run() -> list[dict]:
         single_fps = written_fps(single.run()["sources"])
         single_mb = peak_rss_mb(os.getpid())
 
-        fleet = Fleet(config(tiny, work / "fleet"), "local", progress=False)
+        fleet = Fleet(config(tiny, work / "fleet"), "local")
         try:
             fleet.start()
             started = time.time()

@@ -41,7 +41,7 @@ def camera_rates(cfg: PipelineConfig) -> dict[str, float]:
     unreachable camera is a configuration error, as in a single-process run."""
 
     def rate(src) -> float:
-        return src.fps or Source(src).rate or src.fps or cfg.fleet.camera_fps
+        return src.fps or Source(src).rate or cfg.fleet.camera_fps
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return dict(zip([s.name for s in cfg.sources], pool.map(rate, cfg.sources), strict=True))
@@ -50,10 +50,10 @@ def camera_rates(cfg: PipelineConfig) -> dict[str, float]:
 class Fleet:
     """The driver's state: the workers, the record, the latest numbers of every camera."""
 
-    def __init__(self, cfg: PipelineConfig, address: str, progress: bool = True) -> None:
+    def __init__(self, cfg: PipelineConfig, address: str) -> None:
         if cfg.sources is None:
             cfg = replace(cfg, sources=[replace(cfg.source, name=cfg.source.name or "cam1")])
-        self.cfg, self.progress = cfg, progress
+        self.cfg = cfg
         self.out = Path(cfg.outputs.dir).resolve()
         self.out.mkdir(parents=True, exist_ok=True)
         self.id = uuid.uuid4().hex[:8]
@@ -124,10 +124,6 @@ class Fleet:
             self.endpoints = Endpoints(metrics, registry, self.health)
 
     # ------------------------------------------------------------------------------------------- calls
-
-    def call(self, worker: str, method: str, *args, timeout: float | None = None):
-        return self.ray.get(getattr(self.handles[worker], method).remote(*args),
-                            timeout=timeout or self.cfg.fleet.detect_s + 5)  # fmt: skip
 
     def call_all(self, method: str, *args, timeout: float | None = None) -> dict:
         """One call on every worker not lost, at once; a worker that fails to answer is an error here (start)."""
@@ -315,7 +311,7 @@ class FleetCollector:
 
 def run_fleet(cfg: PipelineConfig, address: str, progress: bool = True) -> dict:
     """Run the cameras of `cfg` on a Ray fleet until Ctrl-C or SIGTERM; returns the fleet's summary."""
-    fleet = Fleet(cfg, address, progress)
+    fleet = Fleet(cfg, address)
     installed = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
-from .record import assigned_to, continuation, fence_for, read_json
+from .record import assigned_to, continuation, fence_for
 
 WARMUP_FRAMES = 4  # frames per batch of the capacity measurement
 WARMUP_ROUNDS = 3
@@ -97,13 +97,14 @@ class FleetWorker:
         """Start the cameras fleet.json gives this worker and stop those it no longer does; returns what runs."""
         with self.lock:
             wanted = assigned_to(self.out, self.name)
-            for cam in list(self.running()):
+            for cam in self.running():
                 if wanted.get(cam) != self.epochs.get(cam):
                     self.pipeline.remove_source(cam)
                     del self.epochs[cam]
+            running = self.running()
             sources = {s.name: s for s in self.cfg.sources or []}
             for cam, epoch in wanted.items():
-                if cam in self.running() or cam not in sources:
+                if cam in running or cam not in sources:
                     continue
                 folder = self.out / cam
                 first_frame, first_track = continuation(folder, self.cfg.outputs.jsonl.name)
@@ -117,16 +118,15 @@ class FleetWorker:
             return dict(self.epochs)
 
     def running(self) -> dict:
+        """This worker's cameras whose streams are open, by name."""
         return {s.name: s for s in self.pipeline.streams if not s.closed and s.name in self.epochs}
 
     def stats(self) -> dict:
-        """The worker's numbers for the driver (also its sign of life): per camera, what it read and wrote, the
-        age of its latest result, and the worker's measured frames/s."""
+        """The worker's numbers for the driver (also its sign of life): per camera, what it read and wrote and
+        the age of its latest result."""
         now = time.time()
         cameras = {}
-        for s in self.pipeline.streams:
-            if s.name not in self.epochs or s.closed:
-                continue
+        for s in self.running().values():
             cameras[s.name] = {
                 "epoch": self.epochs[s.name], "frames_in": s.source.stats.frames, "frames_out": s.metrics.frames_out,
                 "processed": s.processed, "processed_fps": round(s.processed / s.seconds(), 2),
@@ -135,9 +135,7 @@ class FleetWorker:
                 "state": "fenced" if s.fenced else "failed" if s.error else "live" if s.reading else "ended",
                 "people": s.last_people,
             }  # fmt: skip
-        cost = self.pipeline.planner.cost_per_frame
-        return {**self.info(), "worker": self.name, "cameras": cameras,
-                "measured_fps": round(1 / cost, 2) if cost else None}  # fmt: skip
+        return {**self.info(), "worker": self.name, "cameras": cameras}
 
     def stop(self, timeout: float = 60.0) -> dict:
         """Stop every camera (outputs complete and playable) and the pipeline; returns each camera's summary."""
@@ -145,6 +143,3 @@ class FleetWorker:
         self.thread.join(timeout)
         summary = self.summary or {}
         return summary.get("sources", {}) if "sources" in summary else {}
-
-    def owner_of(self, camera: str) -> dict:
-        return read_json(self.out / camera / "owner.json")

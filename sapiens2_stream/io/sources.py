@@ -134,7 +134,7 @@ class Source:
         self.total_frames: int | None = None
         self.fps: float | None = None
         self.audio_path: str | None = None  # a file whose audio the video sink can copy
-        self.rate: float | None = None  # a live source's nominal frames/s, as it said when connected (planning)
+        self.rate: float | None = None  # a live stream's nominal frames/s, as it said when connected (planning)
         self.listeners: list = []  # (event, fields) callbacks: source_disconnected, source_reconnected
         self._paths: list[Path] = []
         if self.kind == "file":
@@ -143,7 +143,7 @@ class Source:
             with self._open() as container:
                 video = container.streams.video
                 rate = video[0].average_rate if video else None
-                self.rate = cfg.fps or (float(rate) if rate else None)
+                self.rate = float(rate) if rate else None
         elif self.kind == "images":
             self._paths = image_paths(cfg.uri)
             self.total_frames = len(self._paths)

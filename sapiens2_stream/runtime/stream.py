@@ -246,7 +246,8 @@ class Stream:
         self._maybe_end()
 
     def release(self, n: int) -> None:
-        """Frames taken but not processed after all (a stop came before they reached the models)."""
+        """Frames taken that will not be written after all (a stop came before they reached the models, or a
+        second Ctrl-C before they were written)."""
         self.in_flight -= n
         self.left += n
         self._maybe_end()
@@ -315,9 +316,7 @@ class Stream:
         self.cut = True
         dropped = [r for r in self.outbox if r is not END]
         self.outbox = deque(r for r in self.outbox if r is END)
-        self.in_flight -= len(dropped)
-        self.left += len(dropped)
-        self._maybe_end()
+        self.release(len(dropped))
 
     def close(self) -> None:
         """Finish every output (once); also after an error or an interruption."""
