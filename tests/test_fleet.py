@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from sapiens2_stream.fleet.placement import place
+from tests.test_integrations import wait_until
 from tests.test_pipeline import free_port
 
 # ------------------------------------------------------------------------------------------- placement
@@ -123,15 +124,6 @@ def records(camera_dir):
     return sorted(out, key=lambda r: r["wall"])
 
 
-def wait_for(condition, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 def health(port):
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
@@ -160,7 +152,7 @@ def test_fleet_places_restarts_moves_and_stops(tmp_path, tiny_dir, cluster):
     out = tmp_path / "out"
     driver = start_driver(fleet_spec(tmp_path, tiny_dir, cameras, port), ray_cluster)
     try:
-        wait_for(lambda: all(records(out / c) for c in cameras), 240, "every camera's first results")
+        wait_until(lambda: all(records(out / c) for c in cameras), 240, "every camera's first results")
         record = fleet_record(out)
         # placement: one owner per camera, one worker per (declared) GPU, each with its own device
         workers = record["workers"]
@@ -169,16 +161,16 @@ def test_fleet_places_restarts_moves_and_stops(tmp_path, tiny_dir, cluster):
         assert all(w["gpus"] == "0" for w in workers.values())  # CUDA_VISIBLE_DEVICES set by Ray, per node
         loads = record["placement"]["load_fps"]
         assert all(loads[w] <= workers[w]["capacity_fps"] for w in workers) or record["placement"]["below_rate"]
-        wait_for(lambda: health(port)[0] == 200, 10, "/healthz 200 once every camera has results")
+        wait_until(lambda: health(port)[0] == 200, 10, "/healthz 200 once every camera has results")
 
         # a worker process SIGKILLed: Ray restarts it, it takes its cameras back, each in a new segment
         victim = next(w for w, info in workers.items() if info["sources"])
         old_pid = workers[victim]["pid"]
         os.kill(old_pid, signal.SIGKILL)
         killed = time.time()
-        wait_for(lambda: fleet_record(out)["workers"][victim]["pid"] != old_pid, 120, "the worker's restart")
+        wait_until(lambda: fleet_record(out)["workers"][victim]["pid"] != old_pid, 120, "the worker's restart")
         for cam in workers[victim]["sources"]:
-            wait_for(lambda cam=cam: records(out / cam)[-1]["wall"] > killed, 120, f"{cam} writing again")
+            wait_until(lambda cam=cam: records(out / cam)[-1]["wall"] > killed, 120, f"{cam} writing again")
         assert not fleet_record(out)["moves"]  # restarted in place: nothing moved
 
         # a node killed without grace: its cameras move to the survivor within detect_s + 10 s
@@ -201,7 +193,7 @@ def test_fleet_places_restarts_moves_and_stops(tmp_path, tiny_dir, cluster):
         assert all(records(out / c)[-1]["wall"] > gone for c in orphans), "orphans not writing within detect_s + 10 s"
         assert unhealthy and set(orphans) <= set(unhealthy[0].get("no_owner", []) + unhealthy[0].get(
             "no_fresh_result", []))  # fmt: skip
-        wait_for(lambda: health(port)[0] == 200, 30, "/healthz back to 200")
+        wait_until(lambda: health(port)[0] == 200, 30, "/healthz back to 200")
         moves = fleet_record(out)["moves"]
         assert sorted(m["source"] for m in moves) == sorted(orphans)
         assert all(m["from"] == lost_worker and "lost" in m["reason"] for m in moves)
@@ -238,7 +230,7 @@ def test_fleet_places_restarts_moves_and_stops(tmp_path, tiny_dir, cluster):
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(summary["sources"]) == cameras and summary["moves"] == final["moves"]
     pids = [w["pid"] for w in final["workers"].values()] + [old_pid]
-    wait_for(lambda: not any(alive(p) for p in pids), 20, "the workers' processes to end")
+    wait_until(lambda: not any(alive(p) for p in pids), 20, "the workers' processes to end")
 
 
 def test_driver_killed_takes_its_workers_down(tmp_path, tiny_dir, cluster):
@@ -250,7 +242,8 @@ def test_driver_killed_takes_its_workers_down(tmp_path, tiny_dir, cluster):
     out = tmp_path / "out"
     driver = start_driver(spec, ray_cluster)
     try:
-        wait_for(lambda: any(played_frames(v) for v in (out / "solo").glob("*/annotated.mp4")), 240, "a playable video")
+        videos = lambda: (out / "solo").glob("*/annotated.mp4")  # noqa: E731
+        wait_until(lambda: any(played_frames(v) for v in videos()), 240, "a playable video")
         segment = next(p for p in (out / "solo").iterdir() if p.is_dir())
         before = played_frames(segment / "annotated.mp4")
     finally:
@@ -258,7 +251,7 @@ def test_driver_killed_takes_its_workers_down(tmp_path, tiny_dir, cluster):
         driver.wait()
     pids = [w["pid"] for w in fleet_record(out)["workers"].values()]
     killed = time.time()
-    wait_for(lambda: not any(alive(p) for p in pids), 30, "the workers to end with their driver")
+    wait_until(lambda: not any(alive(p) for p in pids), 30, "the workers to end with their driver")
     assert time.time() - killed < 30
     lines = (segment / "results.jsonl").read_text()
     assert lines.endswith("\n")  # whole lines

@@ -147,13 +147,15 @@ class InferenceEngine:
         merged: dict[str, torch.Tensor | None] = {}
         for name, (kind, order) in MERGES[task].items():
             value = getattr(out, name)
-            if value is not None and flip:
-                value = merge_flip(value, kind, order)
-            if value is not None and self.compiled:
-                # a CUDA graph's outputs live in memory its next replay overwrites (the other half of an
-                # out-of-memory split, the next chunk): copied out before anything else runs
-                value = value[:n].clone()
-            merged[name] = None if value is None else value[:n]  # drop the bucket padding
+            if value is not None:
+                if flip:
+                    value = merge_flip(value, kind, order)
+                value = value[:n]  # drop the bucket padding
+                if self.compiled:
+                    # a CUDA graph's outputs live in memory its next replay overwrites (the other half of an
+                    # out-of-memory split, the next chunk): copied out before anything else runs
+                    value = value.clone()
+            merged[name] = value
         return merged
 
     def _launch(self, task: str, images: list[torch.Tensor], results: list[FrameResult], flip: bool) -> Outputs:

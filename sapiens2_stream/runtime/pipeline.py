@@ -202,14 +202,18 @@ class Pipeline:
         """Stop reading and taking frames; what the models are working on is written. Also the end the viewer
         asks for by pressing q or closing the display window (a normal end). From any thread: the streams'
         asyncio events are set on the pipeline's own loop."""
-        self.stop.set()
-        for stream in self.streams:
-            stream.halt.set()
+        self._halt_readers()
         if self.loop is None or threading.get_ident() == self.loop_thread:
             self._stop_taking()
         elif not self.loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the run ended meanwhile: nothing left to stop
                 self.loop.call_soon_threadsafe(self._stop_taking)
+
+    def _halt_readers(self) -> None:
+        """Stop every reader now (thread-safe: plain threading events)."""
+        self.stop.set()
+        for stream in self.streams:
+            stream.halt.set()
 
     def _stop_taking(self) -> None:
         for stream in self.streams:
@@ -403,9 +407,7 @@ class Pipeline:
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)
-            self.stop.set()
-            for stream in self.streams:
-                stream.halt.set()
+            self._halt_readers()
             for stream in self.streams:
                 stream.close()
                 stream.threads.shutdown(wait=False)
