@@ -34,14 +34,20 @@ BF16_UNITS = (("AMX", "_is_amx_tile_supported", "AVX512_CORE_AMX"),
               ("AVX512-BF16", "_is_avx512_bf16_supported", "AVX512_CORE_BF16"))  # fmt: skip
 
 
+def onednn_level() -> tuple[str, int]:
+    """ONEDNN_MAX_CPU_ISA and its rank in ONEDNN_ISAS (unset or unknown names: above every listed ISA)."""
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    return isa, ONEDNN_ISAS.index(isa) if isa in ONEDNN_ISAS else len(ONEDNN_ISAS)
+
+
 def kernel_cap() -> str | None:
     """Why the CPU's bf16 units cannot be used even if present: PyTorch's kernels held below AVX-512
     (ATEN_CPU_CAPABILITY) or oneDNN's held below bf16 (ONEDNN_MAX_CPU_ISA); None when nothing caps them."""
     capability = torch.backends.cpu.get_cpu_capability()
     if not capability.startswith(("AVX512", "AMX")):
         return f"PyTorch's CPU kernels are held to {capability}"
-    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
-    if isa in ONEDNN_ISAS and ONEDNN_ISAS.index(isa) < ONEDNN_ISAS.index("AVX512_CORE_BF16"):
+    isa, level = onednn_level()
+    if level < ONEDNN_ISAS.index("AVX512_CORE_BF16"):
         return f"oneDNN is held to {isa} (ONEDNN_MAX_CPU_ISA)"
     return None
 
@@ -52,8 +58,7 @@ def cpu_bf16_units() -> list[str]:
     fast, and only when neither PyTorch's nor oneDNN's kernels are held below them."""
     if kernel_cap() is not None:
         return []
-    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
-    level = ONEDNN_ISAS.index(isa) if isa in ONEDNN_ISAS else len(ONEDNN_ISAS)
+    _, level = onednn_level()
     units = []
     for unit, name, needs in BF16_UNITS:
         try:
