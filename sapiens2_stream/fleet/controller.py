@@ -33,6 +33,7 @@ POLL_S = 1.0
 ANSWER_S = 3.0  # a worker silent for longer counts as no owner of its cameras (/healthz)
 START_TIMEOUT_S = 600.0  # loading the models on every worker
 STOP_TIMEOUT_S = 60.0
+FRESH_WAIT_S = 120.0  # how long a lost machine's cameras wait for their worker's restart on a free GPU
 SEGMENT_S = 600.0  # fleet cameras always write segments: a camera continued elsewhere starts a new one
 
 
@@ -67,6 +68,8 @@ class Fleet:
         self.pending: dict[str, object] = {}  # worker -> the stats call in flight
         self.seen: dict[str, float] = {}  # worker -> when it last answered
         self.lost: set[str] = set()  # workers whose node died and whose cameras moved
+        self.awaited: dict[str, float] = {}  # lost worker -> since when cameras wait for its restart on a free GPU
+        self.unit: tuple[str, float] = ("GPU", 1.0)  # the Ray resource a worker takes, and how much of it
         self.result_wall: dict[str, float] = {}  # camera -> wall time of its latest result, as last reported
         self.assigned_at: dict[str, float] = {}
         self.endpoints = None
@@ -76,6 +79,8 @@ class Fleet:
     def start(self) -> None:
         ray, fleet = self.ray, self.cfg.fleet
         count, options = worker_plan(ray, fleet.workers, fleet.cpus_per_worker)
+        (option, amount), = options.items()
+        self.unit = ({"num_gpus": "GPU", "num_cpus": "CPU"}[option], float(amount))
         worker_cfg = replace(
             self.cfg,
             outputs=replace(self.cfg.outputs, dir=str(self.out), segment_s=self.cfg.outputs.segment_s or SEGMENT_S),
@@ -85,13 +90,14 @@ class Fleet:
 
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(next(iter(options)), 0)]
         actor = ray.remote(FleetWorker)
+        driver_job = ray.get_runtime_context().get_job_id()  # detached workers watch it (see worker.py)
         for i in range(count):
             name = f"w{i}"
             spread = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=True) if nodes else "DEFAULT"
             self.handles[name] = actor.options(
-                **options, max_restarts=-1, max_task_retries=0, max_concurrency=8,
+                **options, max_restarts=-1, max_task_retries=0, max_concurrency=8, lifetime="detached",
                 name=f"sapiens2-fleet-{self.id}-{name}", scheduling_strategy=spread,
-            ).remote(worker_cfg, name)  # fmt: skip
+            ).remote(worker_cfg, name, driver_job)  # fmt: skip
         self.say(f"fleet {self.id}: starting {count} worker(s) ({options}), loading the models")
         infos = self.call_all("info", timeout=START_TIMEOUT_S)
         marker = write_marker(self.out, self.id)
@@ -163,6 +169,8 @@ class Fleet:
         for name, worker in self.record.data["workers"].items():
             if name not in self.lost and worker["node_id"] not in alive:
                 self.rehome(name, f"node {worker['node_id'][:12]} lost")
+            elif name in self.awaited and now - self.awaited[name] > FRESH_WAIT_S:
+                self.rehome(name, f"{name} not restarted within {FRESH_WAIT_S:g} s", fresh=False)
 
     def update_worker(self, name: str, stats: dict) -> None:
         """A worker answered: note where it runs now (Ray may have restarted it, on this node or another)."""
@@ -176,33 +184,52 @@ class Fleet:
             for cam in mine:
                 self.record.data["sources"][cam]["node_id"] = stats["node_id"]
             if name in self.lost and worker["node_id"] in {n["NodeID"] for n in self.ray.nodes() if n["Alive"]}:
-                self.lost.discard(name)  # restarted on a living node: spare capacity again
+                self.lost.discard(name)  # restarted on a living node: it runs the cameras left for it, if any
+                self.awaited.pop(name, None)
             self.save()
 
-    def rehome(self, lost: str, reason: str) -> None:
-        """Move a lost worker's cameras onto the others' spare capacity (first-fit decreasing), new epochs."""
+    def rehome(self, lost: str, reason: str, fresh: bool = True) -> None:
+        """Move a lost worker's cameras onto the others' spare capacity (first-fit decreasing), new epochs. Those
+        that would crowd a survivor past its capacity wait instead for the lost worker, when the cluster has a
+        free GPU (or CPUs) for Ray to restart it on (`fresh`; for at most FRESH_WAIT_S)."""
         self.lost.add(lost)
+        self.awaited.pop(lost, None)
         orphans = [c for c, s in self.record.data["sources"].items() if s["worker"] == lost]
         self.record.data["workers"][lost]["sources"] = []
         survivors = {w: i["capacity_fps"] for w, i in self.record.data["workers"].items() if w not in self.lost}
         if not orphans:
             self.save()
             return
-        if not survivors:
+        targets = dict.fromkeys(orphans, lost)  # lost: left for its restart on a free GPU
+        if survivors:
+            rates = self.record.data["placement"]["rates"]
+            current = {c: s["worker"] for c, s in self.record.data["sources"].items() if s["worker"] != lost}
+            placement = place({c: rates[c] for c in [*current, *orphans]}, survivors, self.cfg.fleet.headroom,
+                              current, use_headroom=True)  # fmt: skip
+            crowded = {w for w, load in placement.load.items() if load > survivors[w] + 1e-9}
+            wait = fresh and self.room_for_restart()
+            targets = {c: lost if wait and placement.assignment[c] in crowded else placement.assignment[c]
+                       for c in orphans}  # fmt: skip
+        elif not (fresh and self.room_for_restart()):
             self.say(f"fleet: {reason}; no worker left for {', '.join(orphans)} (Ray restarts {lost} when it can)")
             return
-        rates = self.record.data["placement"]["rates"]
-        current = {c: s["worker"] for c, s in self.record.data["sources"].items() if s["worker"] != lost}
-        placement = place({c: rates[c] for c in [*current, *orphans]}, survivors, self.cfg.fleet.headroom, current,
-                          use_headroom=True)  # fmt: skip
-        for cam in orphans:
-            target = placement.assignment[cam]
-            self.record.assign(cam, target, self.record.data["workers"][target]["node_id"], reason)
+        for cam, target in targets.items():
+            why = f"{reason}; waits for {lost} restarted on a free {self.unit[0]}" if target == lost else reason
+            node = "" if target == lost else self.record.data["workers"][target]["node_id"]
+            self.record.assign(cam, target, node, why)
             self.assigned_at[cam] = time.time()
+        if lost in targets.values():
+            self.awaited[lost] = time.time()
         self.save()
-        self.say(f"fleet: {reason}: moved " + ", ".join(f"{c} -> {placement.assignment[c]}" for c in orphans))
-        for target in {placement.assignment[c] for c in orphans}:
-            self.handles[target].sync.remote()
+        self.say(f"fleet: {reason}: moved " + ", ".join(f"{c} -> {t}" for c, t in targets.items()))
+        for target in set(targets.values()):
+            self.handles[target].sync.remote()  # a restarting worker reads fleet.json in its constructor anyway
+
+    def room_for_restart(self) -> bool:
+        """Whether the living nodes have the resources of one more worker than the fleet still has."""
+        resource, amount = self.unit
+        total = sum(n["Resources"].get(resource, 0) for n in self.ray.nodes() if n["Alive"])
+        return total - amount * sum(w not in self.lost for w in self.handles) >= amount
 
     def save(self) -> None:
         self.record.save()

@@ -1,8 +1,10 @@
 """Which worker runs which camera: first-fit decreasing by measured cost, with headroom kept for failover.
 
-A camera's demand is the frames/s it will process; a worker's capacity the frames/s it measured it can process
-(this pipeline, these models, this device). Demand and capacity are in the same unit, so the cost per frame
-cancels: a camera takes `demand / capacity` of a worker. Healthy cameras never move: only cameras without a
+A worker's capacity is the frames/s it measured it can process live (this pipeline, these models, this device, in
+the micro-batches that fit the latency budget); a camera's demand is the frames/s it will process: its rate, capped
+by the largest capacity, since one camera's frames are processed by one worker within the latency budget and what
+is beyond that is dropped as too old rather than queued. Demand and capacity are in the same unit, so the cost per
+frame cancels: a camera takes `demand / capacity` of a worker. Healthy cameras never move: only cameras without a
 (living) worker are placed.
 """
 
@@ -28,18 +30,20 @@ def place(
     nodes: dict[str, str] | None = None,
     use_headroom: bool = False,
 ) -> Placement:
-    """Place every camera of `demands` (frames/s) on the workers of `capacities` (frames/s each).
+    """Place every camera of `demands` (its rate, frames/s) on the workers of `capacities` (frames/s each).
 
     `current`: cameras already running and where; they stay where they are while their worker is in
     `capacities`. `pins`: camera -> node (soft: a worker on that node is tried first). `nodes`: worker -> node.
     New cameras fill each worker up to `(1 - headroom)` of its capacity; `use_headroom` lets them use the spare
     share too (moving a lost machine's cameras: that is what the headroom is kept for). A camera that fits
     nowhere goes to the worker with the most room left, and `below_rate` says which cameras will run slower
-    than their rate and how much.
+    than their rate and how much (faster than any worker can serve, on a crowded worker, or both).
     """
     if not capacities:
         raise ValueError("no workers to place cameras on")
     current, pins, nodes = current or {}, pins or {}, nodes or {}
+    rates, most = demands, max(capacities.values())
+    demands = {cam: min(rate, most) for cam, rate in rates.items()}
     assignment = {cam: w for cam, w in current.items() if w in capacities and cam in demands}
     load = dict.fromkeys(capacities, 0.0)
     for cam, worker in assignment.items():
@@ -53,8 +57,8 @@ def place(
         assignment[cam] = worker
         load[worker] += demands[cam]
     below = {}
-    for worker, placed in load.items():
-        if placed > capacities[worker] + 1e-9:
-            share = capacities[worker] / placed
-            below.update({cam: round(share, 3) for cam, w in assignment.items() if w == worker})
+    for cam, worker in assignment.items():
+        share = min(1.0, capacities[worker] / load[worker]) * demands[cam] / rates[cam] if rates[cam] else 1.0
+        if share < 1.0 - 1e-9:
+            below[cam] = round(share, 3)
     return Placement(dict(sorted(assignment.items())), load, below)

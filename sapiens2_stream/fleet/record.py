@@ -46,14 +46,15 @@ class FleetRecord:
 
     def assign(self, camera: str, worker: str, node_id: str, reason: str | None = None) -> int:
         """Give `camera` to `worker` with the next epoch (recorded in the camera's owner.json first, so a fence
-        asked at any time sees the new owner); a move is recorded with its reason."""
+        asked at any time sees the new owner); a move (`reason`: to another worker, or to the same one restarted
+        elsewhere) is recorded with its reason."""
         before = self.data["sources"].get(camera)
         epoch = (before["epoch"] + 1) if before else 1
         folder = self.dir / camera
         folder.mkdir(parents=True, exist_ok=True)
         write_json(folder / "owner.json", {"worker": worker, "epoch": epoch})
         self.data["sources"][camera] = {"worker": worker, "node_id": node_id, "epoch": epoch}
-        if before is not None and before["worker"] != worker:
+        if before is not None and (before["worker"] != worker or reason):
             self.data["moves"].append({"source": camera, "from": before["worker"], "to": worker,
                                        "reason": reason or "moved", "wall": round(time.time(), 3)})  # fmt: skip
         return epoch

@@ -6,6 +6,11 @@ stops cameras to match. The driver calls it after every change; the constructor 
 Ray restarts (its process killed, OOM) takes its cameras back by itself, each continuing in its own folder with a
 new segment, the next frame index and a new range of track ids. Calls come on several threads (a threaded actor),
 so `stats()` answers while the pipeline runs.
+
+Workers are detached actors: Ray would otherwise kill them without warning the moment their driver dies, leaving
+every camera's last segment unfinished. Instead each worker watches its driver's job in Ray's job table (Ray marks
+it dead as soon as the driver's connection drops) and, when it is gone, stops its cameras like a Ctrl-C (outputs
+complete and playable) and ends itself, so nothing runs on unwatched.
 """
 
 from __future__ import annotations
@@ -22,8 +27,22 @@ from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
 from .record import assigned_to, continuation, fence_for
 
-WARMUP_FRAMES = 4  # frames per batch of the capacity measurement
-WARMUP_ROUNDS = 3
+MEASURE_ROUNDS = 3  # batches timed per size in the capacity measurement
+
+
+DRIVER_CHECK_S = 0.5  # how often a worker looks at its driver's job
+
+
+def driver_alive(job_id: str) -> bool:
+    """Whether the driver's Ray job still runs, by Ray's job table. Where the head cannot be asked, the driver
+    counts as alive: the cluster is then down and Ray ends its processes itself."""
+    try:
+        from ray._private import state  # the job table has no public accessor without the dashboard
+
+        jobs = state.jobs()
+    except Exception:
+        return True
+    return not any(job["JobID"] == job_id and job["IsDead"] for job in jobs)
 
 
 def node_id() -> str:
@@ -36,10 +55,13 @@ def node_id() -> str:
 
 
 class FleetWorker:
-    def __init__(self, cfg: PipelineConfig, name: str) -> None:
+    def __init__(self, cfg: PipelineConfig, name: str, driver_job: str | None = None) -> None:
+        """`driver_job`: the Ray job id of the driver; without it (tests of the class itself) nothing is watched."""
         from ..runtime.pipeline import Pipeline, load_models
 
         self.cfg, self.name = cfg, name
+        # restarted by Ray after the driver died (a detached actor outlives it): start nothing, end
+        self.leaving = driver_job is not None and not driver_alive(driver_job)
         self.out = Path(cfg.outputs.dir)
         self.node = node_id()
         self.lock = threading.Lock()
@@ -51,6 +73,8 @@ class FleetWorker:
         self.thread.start()
         while self.pipeline.loop is None and self.thread.is_alive():
             time.sleep(0.01)
+        if driver_job is not None:
+            threading.Thread(target=self._watch_driver, args=(driver_job,), name="driver-watch", daemon=True).start()
         self.sync()
 
     def _run(self) -> None:
@@ -60,6 +84,17 @@ class FleetWorker:
             self.summary = self.pipeline.run()
         except SourceFailed as e:  # a camera failed; the others finished and the summary says so
             self.summary = e.summary
+
+    def _watch_driver(self, job_id: str) -> None:
+        while not self.leaving and driver_alive(job_id):
+            time.sleep(DRIVER_CHECK_S)
+        self.leaving = True
+        import ray
+
+        try:
+            self.stop()
+        finally:
+            ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
     # ------------------------------------------------------------------------------------------- driver calls
 
@@ -73,30 +108,39 @@ class FleetWorker:
         return Path(path).exists()
 
     def measure(self) -> float:
-        """Frames/s this worker processes the pipeline at: a few batches of synthetic frames with two people each
-        through the detector and the models (the first batch, a warm-up, is not counted)."""
-        engine, detector = self.loaded.engine, self.loaded.detector
-        size = (360, 640)
-        rng = np.random.default_rng(0)
+        """Frames/s this worker processes live cameras at: synthetic frames with two people each through the
+        detector and the models, in micro-batches of the size live sources get (as many frames as fit in
+        `runtime.max_frame_age_s` at the cost per frame measured on single frames). Warm-ups are not counted."""
+        from ..runtime.pipeline import frames_within
+
+        rt = self.cfg.runtime
+        per_frame = self._seconds_per_batch(1)
+        size = frames_within(rt.max_frame_age_s, per_frame, rt.max_frames_per_batch)
+        return size / (per_frame if size == 1 else self._seconds_per_batch(size))
+
+    def _seconds_per_batch(self, size: int) -> float:
+        """Median seconds of a batch of `size` frames (after one warm-up batch)."""
         from ..io.sources import Frame
         from ..runtime.inference import Person
 
-        frames = [Frame(i, i / 30, time.time(), rng.integers(0, 255, (*size, 3), dtype=np.uint8))
-                  for i in range(WARMUP_FRAMES)]  # fmt: skip
+        engine, detector = self.loaded.engine, self.loaded.detector
+        rng = np.random.default_rng(0)
+        frames = [Frame(i, i / 30, time.time(), rng.integers(0, 255, (360, 640, 3), dtype=np.uint8))
+                  for i in range(size)]  # fmt: skip
         people = [[Person(j, np.array([60.0 + 300 * j, 40, 120, 280], np.float32), 1.0) for j in range(2)]
                   for _ in frames]  # fmt: skip
         times = []
-        for _ in range(WARMUP_ROUNDS + 1):
+        for _ in range(MEASURE_ROUNDS + 1):
             start = time.perf_counter()
             detector.detect([f.rgb for f in frames])
             engine.executor.submit(engine.run, frames, people).result()
             times.append(time.perf_counter() - start)
-        return WARMUP_FRAMES / float(np.median(times[1:]))
+        return float(np.median(times[1:]))
 
     def sync(self) -> dict[str, int]:
         """Start the cameras fleet.json gives this worker and stop those it no longer does; returns what runs."""
         with self.lock:
-            wanted = assigned_to(self.out, self.name)
+            wanted = {} if self.leaving else assigned_to(self.out, self.name)
             for cam in self.running():
                 if wanted.get(cam) != self.epochs.get(cam):
                     self.pipeline.remove_source(cam)

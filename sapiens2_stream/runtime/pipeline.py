@@ -77,6 +77,12 @@ class Item:
     ended: list[int]
 
 
+def frames_within(budget_s: float, cost_per_frame: float, max_frames: int) -> int:
+    """The micro-batch a live source gets: as many frames as one batch can process within the latency budget,
+    at least 1 and at most `max_frames` (a fleet worker measures its capacity at this size too)."""
+    return max(1, min(max_frames, int(budget_s / cost_per_frame)))
+
+
 class Planner:
     """Which frames the next micro-batch takes, and how many.
 
@@ -99,7 +105,7 @@ class Planner:
     def live_batch(self) -> int:
         if self.cost_per_frame is None:
             return 1
-        return max(1, min(self.max_frames, int(self.budget_s / self.cost_per_frame)))
+        return frames_within(self.budget_s, self.cost_per_frame, self.max_frames)
 
     def ready(self) -> list[Stream]:
         order = self.streams[self.cursor:] + self.streams[: self.cursor]

@@ -19,7 +19,8 @@ def connect(address: str, detect_s: float | None = None):
         raise Sapiens2StreamError("--ray needs Ray: pip install 'sapiens2-stream[ray]'") from None
     if ray.is_initialized():
         return ray
-    options: dict = {"include_dashboard": False, "log_to_driver": False}
+    # a named namespace: the fleet's workers are detached actors, which Ray keeps out of anonymous namespaces
+    options: dict = {"include_dashboard": False, "log_to_driver": False, "namespace": "sapiens2-stream"}
     if address == "local":
         if detect_s is not None:
             period_ms = max(200, int(detect_s * 1000 / 4))
@@ -28,7 +29,7 @@ def connect(address: str, detect_s: float | None = None):
         if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0":
             options["_node_ip_address"] = "127.0.0.1"
     try:
-        ray.init(address=None if address == "local" else address, **options)
+        ray.init(address=address, **options)  # "local" starts a new instance even where a cluster already runs
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise Sapiens2StreamError(f"--ray {address}: cannot connect ({str(e).splitlines()[0]})") from None
     return ray
