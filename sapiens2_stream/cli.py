@@ -107,7 +107,8 @@ def run_on_fleet(config, address: str, progress: bool) -> dict:
 def cmd_run(args: argparse.Namespace) -> int:
     from .config import load_config
 
-    config = load_config(args.pipeline, args.set, args.source, args.output)
+    console = [f"runtime.console.port={args.console}"] if args.console is not None else []
+    config = load_config(args.pipeline, [*args.set, *console], args.source, args.output)
     if args.ray:
         if args.resume:
             raise Sapiens2StreamError("--resume is not needed with --ray: fleet cameras always continue")
@@ -228,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ray", metavar="ADDRESS",
                      help="spread the sources over a fleet of Ray workers, one per GPU: local (start Ray here), auto "
                           "(the cluster this machine belongs to) or ray://HEAD:10001")  # fmt: skip
+    run.add_argument("--console", type=int, metavar="PORT",
+                     help="serve the web console on this port (127.0.0.1 unless runtime.console.host says "
+                          "otherwise): live views, status, sources added and removed while running")  # fmt: skip
     run.set_defaults(func=cmd_run)
 
     batch = sub.add_parser("batch", help="process many videos in parallel (locally or on a Ray cluster), resumably")

@@ -99,6 +99,15 @@ class MetricsConfig:
 
 
 @dataclass
+class ConsoleConfig:
+    """The web console: live views, status, sources added and removed while running (see the README)."""
+
+    port: int | None = None  # None: no console (--console PORT)
+    host: str = "127.0.0.1"  # only this machine; any other host needs token_env
+    token_env: str | None = None  # the environment variable that holds the token every request must bring
+
+
+@dataclass
 class RuntimeConfig:
     device: str = "auto"  # auto, cpu, cuda, cuda:1
     dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA and on CPUs with native bf16
@@ -110,6 +119,7 @@ class RuntimeConfig:
     threads: int | None = None  # torch CPU threads
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile with batches padded to buckets; auto: CUDA only
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    console: ConsoleConfig = field(default_factory=ConsoleConfig)
 
 
 @dataclass

@@ -52,6 +52,9 @@ class Fleet:
     """The driver's state: the workers, the record, the latest numbers of every camera."""
 
     def __init__(self, cfg: PipelineConfig, address: str) -> None:
+        if cfg.runtime.console.port is not None:
+            raise Sapiens2StreamError("runtime.console: the web console does not run with --ray yet (the fleet "
+                                      "serves /metrics and /healthz: runtime.metrics)")  # fmt: skip
         if cfg.sources is None:
             cfg = replace(cfg, sources=[replace(cfg.source, name=cfg.source.name or "cam1")])
         self.cfg = cfg

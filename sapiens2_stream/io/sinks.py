@@ -135,15 +135,17 @@ def matte_composite(result, background) -> np.ndarray:
     return result.pictures[key]
 
 
-def open_writer(path: Path, fps: float | None, video_cfg, resume=None) -> VideoWriter:
+def open_writer(path: Path, fps: float | None, video_cfg, resume=None, tap=None) -> VideoWriter:
     """A video writer; when resuming, it starts with the frames of the interrupted run's file up to the first one
-    the run draws again (`resume.redraw_from`)."""
+    the run draws again (`resume.redraw_from`). `tap`: the console's live view of what it encodes."""
     writer = VideoWriter(path, fps, video_cfg.crf, video_cfg.preset)
+    writer.tap = None  # the prefill below is the past, not live
     if resume is not None and path.exists():
         previous = path.with_name(path.stem + ".previous.mp4")
         os.replace(path, previous)
         writer.prefill(previous, resume.redraw_from)
         previous.unlink()
+    writer.tap = tap
     return writer
 
 
@@ -163,8 +165,9 @@ def video_names(cfg: PipelineConfig) -> list[str]:
 class VideoSink(Sink):
     redraw = True
 
-    def __init__(self, path: Path, fps: float | None, cfg, audio_source: str | None, resume, background) -> None:
-        self.writer = open_writer(path, fps, cfg, resume)
+    def __init__(self, path: Path, fps: float | None, cfg, audio_source: str | None, resume, background,
+                 tap=None) -> None:  # fmt: skip
+        self.writer = open_writer(path, fps, cfg, resume, tap)
         self.cfg = cfg
         self.background = background
         self.audio_source = audio_source if cfg.copy_audio else None
@@ -257,8 +260,9 @@ class GeometrySink(VideosSink):
             os.replace(path.with_suffix(".tmp"), path)
 
 
-def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume=None) -> list[Sink]:
-    """The sinks that write files into `out` (continuing them when resuming)."""
+def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume=None, tap=None) -> list[Sink]:
+    """The sinks that write files into `out` (continuing them when resuming); `tap`: the console's live view of
+    the annotated video."""
     from ..track.export import TrackSink
 
     out.mkdir(parents=True, exist_ok=True)
@@ -268,7 +272,7 @@ def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume=None) 
     if o.jsonl.enabled:
         sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append=resume is not None))
     if o.video.enabled:
-        sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background))
+        sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background, tap))
     if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
         sinks.append(MattingSink(out, source.fps, o.matting, o.video, resume, background))
     geometry_tasks = {t for t in ("normal", "pointmap") if getattr(cfg.models, t) is not None}
@@ -287,11 +291,12 @@ class Fenced(Exception):
     """This process may no longer write a source's files: the source was given to another worker."""
 
 
-def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None, fence=None) -> list[Sink]:
+def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None, fence=None, tap=None) -> list[Sink]:
     """The sinks the configuration asks for: the files under outputs.dir (rolled into segment folders with
     outputs.segment_s), then the outputs that live for the whole run: the display window, the re-stream and the
     MQTT messages (through the process's shared client `mqtt`). `fence(folder)`, when given, is asked before
-    every folder of files is opened (raising `Fenced` when this process may no longer write there)."""
+    every folder of files is opened (raising `Fenced` when this process may no longer write there). `tap`: the
+    console's live view, fed by the annotated video's recorder."""
     from .display import DisplaySink
     from .mqtt import MqttSink
     from .restream import RestreamSink
@@ -303,7 +308,7 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None, fen
     def files(folder: Path, resumed=None) -> list[Sink]:
         if fence is not None:
             fence(folder)
-        return file_sinks(cfg, source, folder, background, resumed)
+        return file_sinks(cfg, source, folder, background, resumed, tap)
 
     sinks = [Segments(o, files)] if o.segment_s is not None else files(Path(o.dir), resume)
     shown = lambda r: annotated(r, o.video.draw, o.video.keypoint_threshold, background)  # noqa: E731

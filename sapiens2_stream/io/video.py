@@ -27,8 +27,13 @@ FRAGMENTED = {"movflags": "frag_keyframe+empty_moov+default_base_moof+frag_disco
 class VideoWriter:
     """Encodes RGB frames at their own timestamps. Frame size is fixed by the first frame (made even)."""
 
-    def __init__(self, path: str | Path, fps: float | None = None, crf: int = 23, preset: str = "veryfast") -> None:
+    def __init__(
+        self, path: str | Path, fps: float | None = None, crf: int = 23, preset: str = "veryfast", tap=None
+    ) -> None:
+        """`tap`: gets every picture (`tap.frame(rgb)`) and encoded packet (`tap.packet(packet, stream)`), for
+        the console's live view."""
         self.path = Path(path)
+        self.tap = tap
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fps = fps or 30.0
         gop = max(1, round(self.fps))  # a keyframe, so a fragment, at least every second
@@ -65,6 +70,10 @@ class VideoWriter:
         self.last_pts = pts
         for packet in self.stream.encode(frame):
             self.container.mux(packet)
+            if self.tap is not None:  # after the mux: the file's header (and so the codec parameters) is written
+                self.tap.packet(packet, self.stream)
+        if self.tap is not None:
+            self.tap.frame(rgb)
         self.frames += 1
 
     def prefill(self, previous: Path, frames: int) -> None:

@@ -26,11 +26,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from ..config import PipelineConfig, SourceConfig
+from ..console.server import Console
 from ..detect import Detector, make_detector
 from ..errors import Sapiens2StreamError
 from ..io.mqtt import MqttClient
@@ -146,6 +147,8 @@ class Pipeline:
         folders). `loaded`: models and detector already loaded (batch workers reuse them across videos).
         `serve`: keep running when every source has ended, until stopped, for sources added while running
         (`add_source`: a fleet worker, the console)."""
+        if cfg.runtime.console.port is not None and cfg.sources is None:  # the console names every source
+            cfg = replace(cfg, sources=[replace(cfg.source, name=cfg.source.name or "cam1")])
         self.cfg = cfg
         self.on_result = on_result
         self.stop = threading.Event()
@@ -153,7 +156,7 @@ class Pipeline:
         self.interrupted = False
         self.several = cfg.sources is not None
         self.mqtt = MqttClient(cfg.outputs.mqtt) if cfg.outputs.mqtt.host else None
-        self.serve = serve
+        self.serve = serve or cfg.runtime.console.port is not None  # the console may add sources at any time
         self.streams = [Stream(c, c.source.name if self.several else "", resume, self.finish, self.mqtt)
                         for c in cfg.per_source()]  # fmt: skip
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -176,6 +179,7 @@ class Pipeline:
         self.detect_s: float | None = None  # seconds per detect stage batch, measured
         self.started = 0.0
         self.monitor = Monitor(self, rt.metrics) if rt.metrics.port is not None else None
+        self.console = Console(self, rt.console) if rt.console.port is not None else None
         if self.monitor is not None:
             self.metrics.observer = self.monitor.observe_stage
         for stream in self.streams:
@@ -236,19 +240,26 @@ class Pipeline:
             raise Sapiens2StreamError("the pipeline is not running; sources can be added only while it runs")
         if any(s.name == source.name and not s.closed for s in self.streams):
             raise Sapiens2StreamError(f"a source named {source.name!r} is already running")
-        stream = Stream(self.cfg.for_source(source), source.name, False, self.finish, self.mqtt, fence,
-                        first_track)  # opens its outputs  # fmt: skip
+        stream = self.make_stream(source, fence, first_track)
 
         async def start() -> None:
-            self._attach(stream)
-            stream.started = time.time()
-            self.streams.append(stream)
-            self.group.create_task(stream.read())
-            self.group.create_task(stream.write_all(self._on_result))
-            self.work.set()
+            self.start_stream(stream)
 
         asyncio.run_coroutine_threadsafe(start(), self.loop).result(timeout)
         return stream
+
+    def make_stream(self, source: SourceConfig, fence=None, first_track: int = 1) -> Stream:
+        """The stream of a named source added while running: its outputs in OUTPUT/<name>/, opened here."""
+        return Stream(self.cfg.for_source(source), source.name, False, self.finish, self.mqtt, fence, first_track)
+
+    def start_stream(self, stream: Stream) -> None:
+        """Start a stream made by `make_stream` (on the pipeline's loop)."""
+        self._attach(stream)
+        stream.started = time.time()
+        self.streams.append(stream)
+        self.group.create_task(stream.read())
+        self.group.create_task(stream.write_all(self._on_result))
+        self.work.set()
 
     def remove_source(self, name: str, timeout: float = 60.0) -> dict:
         """Stop a running source (from any thread): it stops reading, what the models took is written, its
@@ -336,6 +347,8 @@ class Pipeline:
             self.slot_full.clear()
             self.slot_free.set()
             if not items:
+                if self.console is not None:  # the run is over: the console ends with it
+                    self.console.close()
                 return
             if self.stop.is_set():  # a stop came before these frames reached the models
                 for item in items:
@@ -408,6 +421,8 @@ class Pipeline:
                     group.create_task(stream.write_all(self._on_result))
                 group.create_task(self._detect())
                 group.create_task(self._infer())
+                if self.console is not None:
+                    group.create_task(self.console.serve())
         except BaseExceptionGroup as eg:
             raise eg.exceptions[0] from None
         finally:

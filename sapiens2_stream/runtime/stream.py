@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import PipelineConfig
+from ..console.live import LiveTap
 from ..errors import Sapiens2StreamError
 from ..io.sinks import Fenced, as_recorded, make_sinks
 from ..io.sources import LIVE_KINDS, Frame, Source, source_kind
@@ -73,7 +74,12 @@ class Stream:
         self.halt = threading.Event()  # stops this stream's reader (the run's stop, or the source removed)
         self.fenced = False  # another worker owns the source now: nothing more is written here
         self.last_written: float | None = None  # wall time of the latest result written
-        self.sinks = make_sinks(cfg, self.source, on_quit, self.resumed, mqtt, fence)
+        self.disconnected = False  # a live source waiting for its camera to come back
+        self.source.listeners.append(self._connection)
+        # the console's live view of the annotated video (while a console runs and that video is recorded)
+        console_on = cfg.runtime.console.port is not None and cfg.outputs.video.enabled
+        self.view = LiveTap() if console_on else None
+        self.sinks = make_sinks(cfg, self.source, on_quit, self.resumed, mqtt, fence, self.view)
         self.metrics = Metrics()
         self.dropped: Counter[str] = Counter()
         self.waiting: deque[Frame] = deque()
@@ -103,6 +109,9 @@ class Stream:
         self.wake: Callable[[], None] = lambda: None  # tells the engine something changed
         # the reader and the writer each get a thread of their own: many cameras must not starve a shared pool
         self.threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"stream-{name or 'source'}")
+
+    def _connection(self, event: str, fields: dict) -> None:
+        self.disconnected = event == "source_disconnected"
 
     @property
     def live(self) -> bool:
@@ -326,6 +335,8 @@ class Stream:
         self.ended = time.time()
         for sink in self.sinks:
             sink.close()
+        if self.view is not None:
+            self.view.close()
 
     # ------------------------------------------------------------------------------------------- numbers
 

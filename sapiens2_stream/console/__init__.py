@@ -1,0 +1,1 @@
+"""The web console: live views, status and sources added or removed while running."""

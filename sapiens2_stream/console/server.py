@@ -1,0 +1,366 @@
+"""The web console, served from the running pipeline's own event loop (Starlette on uvicorn).
+
+The pipeline stays first: the console only reads numbers, hands out fragments the recorder already encoded, and
+starts or stops sources through the same code as the YAML; a slow viewer loses fragments, never slows a source.
+uvicorn is told not to take SIGINT/SIGTERM (the pipeline's Ctrl-C handling stays as it is) and to give open
+connections (a live view, an MJPEG stream) at most two seconds when the run ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import os
+import socket
+from dataclasses import replace
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ..config import ConsoleConfig, SourceConfig, check_config, from_dict
+from ..errors import Sapiens2StreamError
+from .status import Rates, describe
+
+STATIC = Path(__file__).with_name("static")
+COOKIE = "sapiens2_console"
+MJPEG_FPS = 5.0
+
+
+def console_token(cfg: ConsoleConfig) -> str | None:
+    """The token requests must bring, or None; refuses (one line) a console reachable from other machines
+    without one."""
+    token = None
+    if cfg.token_env:
+        token = os.environ.get(cfg.token_env)
+        if not token:
+            raise Sapiens2StreamError(f"runtime.console.token_env: the environment variable {cfg.token_env} is "
+                                      "not set (or empty)")  # fmt: skip
+    try:
+        loopback = ipaddress.ip_address(cfg.host).is_loopback
+    except ValueError:
+        loopback = cfg.host == "localhost"
+    if not loopback and token is None:
+        raise Sapiens2StreamError(f"runtime.console.host {cfg.host} lets other machines in: set "
+                                  "runtime.console.token_env to a variable holding a token")  # fmt: skip
+    return token
+
+
+class TokenGate:
+    """Every HTTP request and WebSocket needs the token (a Bearer header, the cookie, or `?token=` once, which sets
+    the cookie); a WebSocket from a page of another origin is refused, token or not."""
+
+    def __init__(self, app, token: str | None) -> None:
+        self.app, self.token = app, token
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if scope["type"] == "websocket" and not same_origin(headers):
+            return await send({"type": "websocket.close", "code": 4403})
+        if self.token is None:
+            return await self.app(scope, receive, send)
+        query = dict(p.split("=", 1) for p in scope["query_string"].decode().split("&") if "=" in p)
+        given = [headers.get("authorization", "").removeprefix("Bearer "), cookie(headers, COOKIE),
+                 query.get("token", "")]  # fmt: skip
+        if not any(g and hmac.compare_digest(g, self.token) for g in given):
+            if scope["type"] == "websocket":
+                return await send({"type": "websocket.close", "code": 4401})
+            return await Response("a token is needed", 401)(scope, receive, send)
+        if scope["type"] == "http" and query.get("token"):
+
+            async def with_cookie(message):
+                if message["type"] == "http.response.start":
+                    value = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+                    message["headers"] = [*message.get("headers", []), (b"set-cookie", value.encode())]
+                await send(message)
+
+            return await self.app(scope, receive, with_cookie)
+        return await self.app(scope, receive, send)
+
+
+def cookie(headers: dict, name: str) -> str:
+    for part in headers.get("cookie", "").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return ""
+
+
+def same_origin(headers: dict) -> bool:
+    """A browser's WebSocket says where its page came from; it must be this console (no Origin: not a browser)."""
+    origin = headers.get("origin")
+    return origin is None or origin.split("://", 1)[-1] == headers.get("host")
+
+
+class Console:
+    """The console of one running pipeline; `serve()` runs in the pipeline's loop until `close()`."""
+
+    def __init__(self, pipeline, cfg: ConsoleConfig) -> None:
+        self.pipeline, self.cfg = pipeline, cfg
+        self.token = console_token(cfg)
+        self.rates = Rates()
+        self.removed: set[str] = set()  # sources removed here: no longer listed
+        self.server = None
+        self.sock = socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.sock.bind((cfg.host, cfg.port))
+        except OSError as e:
+            raise Sapiens2StreamError(f"runtime.console: cannot listen on {cfg.host}:{cfg.port} ({e.strerror})") \
+                from None
+        self.port = self.sock.getsockname()[1]
+        routes = [
+            Route("/", self.page("index.html")),
+            Route("/sources/{name}", self.page("source.html")),
+            Route("/console.js", self.page("console.js", "text/javascript")),
+            Route("/api/v1/sources", self.list_sources, methods=["GET"]),
+            Route("/api/v1/sources", self.add_source, methods=["POST"]),
+            Route("/api/v1/sources/{name}", self.one_source, methods=["GET"]),
+            Route("/api/v1/sources/{name}", self.remove_source, methods=["DELETE"]),
+            WebSocketRoute("/api/v1/sources/{name}/live.mp4", self.live_mp4),
+            Route("/api/v1/sources/{name}/live.mjpeg", self.live_mjpeg),
+            Route("/api/v1/sources/{name}/snapshot.jpg", self.snapshot),
+            Route("/api/v1/sources/{name}/recordings", self.recordings),
+            Route("/api/v1/sources/{name}/recordings/{file:path}", self.recording),
+            Route("/api/v1/sources/{name}/keypoints.jsonl", self.keypoints),
+        ]
+        self.app = TokenGate(Starlette(routes=routes), self.token)
+
+    # ------------------------------------------------------------------------------------------- running
+
+    async def serve(self) -> None:
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self):  # the pipeline handles Ctrl-C and SIGTERM itself
+                yield
+
+        config = uvicorn.Config(self.app, lifespan="off", log_level="warning", timeout_graceful_shutdown=2,
+                                ws="websockets-sansio")  # fmt: skip
+        self.server = Server(config)
+        sampler = asyncio.create_task(self._sample())
+        try:
+            await self.server.serve(sockets=[self.sock])
+        finally:
+            sampler.cancel()
+
+    async def _sample(self) -> None:
+        while True:
+            self.rates.sample(self.pipeline.streams)
+            for stream in self.pipeline.streams:
+                if stream.view is not None:
+                    stream.view.loop = asyncio.get_running_loop()
+            await asyncio.sleep(1.0)
+
+    def close(self) -> None:
+        """End the console (from the pipeline's loop, when the run ends)."""
+        if self.server is not None:
+            self.server.should_exit = True
+
+    # ------------------------------------------------------------------------------------------- pages
+
+    def page(self, name: str, media_type: str = "text/html"):
+        async def serve_page(request: Request) -> Response:
+            return Response((STATIC / name).read_text(), media_type=media_type)
+
+        return serve_page
+
+    # ------------------------------------------------------------------------------------------- sources
+
+    def listed(self):
+        return [s for s in self.pipeline.streams if not (s.closed and s.name in self.removed)]
+
+    def stream(self, name: str):
+        """The named source (the newest of that name), or a 404."""
+        found = [s for s in self.listed() if self.name_of(s) == name]
+        if not found:
+            raise NotFound(name)
+        return found[-1]
+
+    def name_of(self, stream) -> str:
+        return stream.name or self.pipeline.cfg.source.name or self.pipeline.cfg.name
+
+    def status(self, stream) -> dict:
+        return {**describe(stream, self.rates), "name": self.name_of(stream)}
+
+    async def list_sources(self, request: Request) -> Response:
+        return JSONResponse([self.status(s) for s in self.listed()])
+
+    async def one_source(self, request: Request) -> Response:
+        return self.guarded(lambda: JSONResponse(self.status(self.stream(request.path_params["name"]))))
+
+    async def add_source(self, request: Request) -> Response:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return JSONResponse({"error": "send the source as JSON (Content-Type: application/json)"}, 415)
+        try:
+            body = json.loads(await request.body())
+        except ValueError as e:
+            return JSONResponse({"error": f"not JSON: {e}"}, 422)
+        pipeline = self.pipeline
+        try:
+            if not isinstance(body, dict):
+                raise Sapiens2StreamError("the body must be one sources: entry (a JSON object)")
+            source = from_dict(SourceConfig, body, "source")
+            running = [replace(s.cfg.source, name=self.name_of(s)) for s in pipeline.streams if not s.closed]
+            if any(s.name == source.name for s in running):
+                return JSONResponse({"error": f"a source named {source.name!r} is already running"}, 409)
+            check_config(replace(pipeline.cfg, sources=[*running, source]), "source")
+        except Sapiens2StreamError as e:
+            return JSONResponse({"error": str(e)}, 422)
+        loop = asyncio.get_running_loop()
+        try:
+            stream = await loop.run_in_executor(None, pipeline.make_stream, source)
+        except Sapiens2StreamError as e:
+            return JSONResponse({"error": str(e)}, 422)
+        pipeline.start_stream(stream)
+        self.removed.discard(source.name)
+        return JSONResponse(self.status(stream), 201)
+
+    async def remove_source(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        stream = next((s for s in self.pipeline.streams if self.name_of(s) == name and not s.closed), None)
+        if stream is None:
+            return JSONResponse({"error": f"no running source named {name!r}"}, 404)
+        stream.stop_taking()
+        self.pipeline.work.set()
+        while not stream.closed:
+            await asyncio.sleep(0.05)
+        self.removed.add(name)
+        return Response(status_code=204)
+
+    # ------------------------------------------------------------------------------------------- live view
+
+    async def live_mp4(self, websocket: WebSocket) -> None:
+        try:
+            view = self.stream(websocket.path_params["name"]).view
+        except NotFound:
+            return await websocket.close(4404)
+        await websocket.accept()
+        if view is None:
+            await websocket.send_text(json.dumps({"error": "this source records no annotated video"}))
+            return await websocket.close()
+        while view.init is None:  # no frame encoded yet
+            await asyncio.sleep(0.05)
+        viewer, start = view.join()
+        try:
+            await websocket.send_text(json.dumps(view.info))
+            for fragment in start:
+                await websocket.send_bytes(fragment)
+            while True:
+                await websocket.send_bytes(await viewer.queue.get())
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            view.leave(viewer)
+
+    async def snapshot(self, request: Request) -> Response:
+        def answer():
+            view = self.stream(request.path_params["name"]).view
+            data = view.jpeg() if view is not None else None
+            if data is None:
+                return JSONResponse({"error": "no picture yet"}, 404)
+            return Response(data, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
+
+        return self.guarded(answer)
+
+    async def live_mjpeg(self, request: Request) -> Response:
+        try:
+            view = self.stream(request.path_params["name"]).view
+        except NotFound as e:
+            return e.response()
+        if view is None:
+            return JSONResponse({"error": "this source records no annotated video"}, 404)
+
+        async def parts():
+            seen = -1
+            while True:
+                if view.pictures != seen and (data := view.jpeg()) is not None:  # encoded only while watched
+                    seen = view.pictures
+                    yield b"--frame\r\nContent-Type: image/jpeg\r\n\r\n" + data + b"\r\n"
+                await asyncio.sleep(1 / MJPEG_FPS)
+
+        return StreamingResponse(parts(), media_type="multipart/x-mixed-replace; boundary=frame")
+
+    # ------------------------------------------------------------------------------------------- files
+
+    def folder(self, stream) -> Path:
+        return Path(stream.cfg.outputs.dir).resolve()
+
+    async def recordings(self, request: Request) -> Response:
+        def answer():
+            stream = self.stream(request.path_params["name"])
+            root = self.folder(stream)
+            open_now = {w.path.resolve() for w in open_writers(stream)}
+            videos = sorted(p for p in root.rglob("*.mp4") if ".final-tmp" not in p.name and ".previous" not in p.name)
+            return JSONResponse([{"file": str(p.relative_to(root)), "bytes": p.stat().st_size,
+                                  "modified": round(p.stat().st_mtime, 3), "recording": p.resolve() in open_now}
+                                 for p in videos])  # fmt: skip
+
+        return self.guarded(answer)
+
+    async def recording(self, request: Request) -> Response:
+        def answer():
+            root = self.folder(self.stream(request.path_params["name"]))
+            path = (root / request.path_params["file"]).resolve()
+            if not path.is_relative_to(root) or not path.is_file() or path.suffix != ".mp4":  # videos of this source
+                raise NotFound(request.path_params["file"])
+            return FileResponse(path)  # answers Range with 206
+
+        return self.guarded(answer)
+
+    async def keypoints(self, request: Request) -> Response:
+        def answer():
+            stream = self.stream(request.path_params["name"])
+            try:
+                start = float(request.query_params.get("start", "-inf"))
+                end = float(request.query_params.get("end", "inf"))
+            except ValueError:
+                return JSONResponse({"error": "start and end are seconds of the source's timeline"}, 422)
+            files = sorted(self.folder(stream).rglob(stream.cfg.outputs.jsonl.name))
+            return StreamingResponse(lines_between(files, start, end), media_type="application/x-ndjson")
+
+        return self.guarded(answer)
+
+    def guarded(self, answer) -> Response:
+        try:
+            return answer()
+        except NotFound as e:
+            return e.response()
+
+
+class NotFound(Exception):
+    def response(self) -> Response:
+        return JSONResponse({"error": f"no source or file named {self.args[0]!r}"}, 404)
+
+
+def open_writers(stream):
+    """The video writers a stream has open now (the file being recorded)."""
+    for sink in stream.sinks:
+        for inner in getattr(sink, "sinks", [sink]):
+            writer = getattr(inner, "writer", None)
+            if writer is not None and writer.container is not None:
+                yield writer
+
+
+def lines_between(files: list[Path], start: float, end: float):
+    """The whole result lines whose `pts` lies in [start, end], file after file."""
+    for path in files:
+        with open(path, "rb") as f:
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break  # being written
+                try:
+                    pts = json.loads(line)["pts"]
+                except (ValueError, KeyError):
+                    continue
+                if start <= pts <= end:
+                    yield line

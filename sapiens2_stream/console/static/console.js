@@ -1,0 +1,115 @@
+// sapiens2-stream console: live players (fragmented MP4 over a WebSocket into Media Source Extensions, MJPEG
+// where MSE is missing) and the status of every source, refreshed every 2 s. Plain JavaScript, no CDN.
+"use strict";
+const TARGET_S = 0.2, JUMP_S = 1.0, KEEP_S = 10;  // behind the newest data: aim, jump to the live edge, buffer kept
+
+function api(path) { return "/api/v1/sources" + path; }
+
+function play(video, name) {
+  const stats = {fragments: 0, jumps: 0};
+  video.muted = true; video.autoplay = true; video.playsInline = true;
+  if (!window.MediaSource) {  // no MSE: the MJPEG fallback
+    const img = document.createElement("img");
+    img.src = api("/" + encodeURIComponent(name) + "/live.mjpeg"); img.className = video.className;
+    video.replaceWith(img);
+    return stats;
+  }
+  const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+  const ws = new WebSocket(scheme + location.host + api("/" + encodeURIComponent(name) + "/live.mp4"));
+  ws.binaryType = "arraybuffer";
+  const queue = [];
+  let buffer = null;
+  const feed = () => {
+    if (buffer && !buffer.updating && queue.length) buffer.appendBuffer(queue.shift());
+  };
+  ws.onmessage = (event) => {
+    if (typeof event.data === "string") {
+      const info = JSON.parse(event.data);
+      if (info.error) { video.title = info.error; return; }
+      const source = new MediaSource();
+      video.src = URL.createObjectURL(source);
+      source.addEventListener("sourceopen", () => {
+        buffer = source.addSourceBuffer('video/mp4; codecs="' + info.codec + '"');
+        buffer.addEventListener("updateend", feed);
+        feed();
+      });
+      return;
+    }
+    queue.push(event.data); stats.fragments++; feed();
+  };
+  ws.onclose = () => { stats.closed = true; };
+  setInterval(() => {  // keep 0.1-0.3 s behind the newest data; jump when more than 1 s behind
+    if (!buffer || !video.buffered.length) return;
+    const end = video.buffered.end(video.buffered.length - 1);
+    const behind = end - video.currentTime;
+    if (behind > JUMP_S || video.currentTime < video.buffered.start(0)) {
+      video.currentTime = end - TARGET_S; stats.jumps++;
+    }
+    video.playbackRate = behind > TARGET_S + 0.1 ? 1.1 : 1.0;
+    if (video.paused) video.play().catch(() => {});
+    if (!buffer.updating && video.currentTime - video.buffered.start(0) > KEEP_S) {
+      buffer.remove(0, video.currentTime - KEEP_S / 2);
+    }
+  }, 250);
+  return stats;
+}
+
+function badge(state) { return '<span class="badge ' + state + '">' + state + "</span>"; }
+
+function numbers(s) {
+  const age = s.last_result_age_s === null ? "-" : s.last_result_age_s.toFixed(1) + " s";
+  return badge(s.state) + " in " + s.fps_in.toFixed(1) + " / written " + s.fps_written.toFixed(1) +
+    " frames/s, last result " + age + ", " + s.people + " in view";
+}
+
+async function grid() {
+  const tiles = document.getElementById("tiles"), shown = {};
+  async function refresh() {
+    const sources = await (await fetch(api(""))).json();
+    for (const s of sources) {
+      if (!shown[s.name]) {
+        const tile = document.createElement("div");
+        tile.className = "tile"; tile.id = "tile-" + s.name;
+        tile.innerHTML = '<a href="/sources/' + encodeURIComponent(s.name) + '"><video class="live"></video></a>' +
+          '<div class="name"></div><div class="numbers"></div>';
+        tiles.appendChild(tile);
+        tile.querySelector(".name").textContent = s.name;
+        shown[s.name] = {tile, player: s.live_view ? play(tile.querySelector("video"), s.name) : null};
+      }
+      shown[s.name].tile.querySelector(".numbers").innerHTML = numbers(s);
+    }
+    for (const name of Object.keys(shown)) {
+      if (!sources.some((s) => s.name === name)) { shown[name].tile.remove(); delete shown[name]; }
+    }
+  }
+  await refresh();
+  setInterval(refresh, 2000);
+}
+
+async function source() {
+  const name = decodeURIComponent(location.pathname.split("/").pop());
+  document.getElementById("title").textContent = name;
+  window.player = play(document.getElementById("live"), name);
+  const base = api("/" + encodeURIComponent(name));
+  document.getElementById("keypoints").onclick = () => {
+    const start = document.getElementById("start").value || "", end = document.getElementById("end").value || "";
+    location.href = base + "/keypoints.jsonl?start=" + (start || "-inf") + "&end=" + (end || "inf");
+  };
+  async function refresh() {
+    const s = await (await fetch(base)).json();
+    document.getElementById("numbers").innerHTML = numbers(s) + ", " + s.frames_out + " frames written, " +
+      s.reconnects + " reconnects, dropped " + JSON.stringify(s.dropped);
+    const files = await (await fetch(base + "/recordings")).json();
+    const list = document.getElementById("recordings");
+    list.innerHTML = "";
+    for (const f of files.reverse()) {
+      const item = document.createElement("li"), link = document.createElement("a");
+      link.href = base + "/recordings/" + f.file; link.textContent = f.file;
+      item.appendChild(link);
+      item.append(" " + (f.bytes / 1e6).toFixed(1) + " MB" + (f.recording ? " (recording)" : ""));
+      list.appendChild(item);
+    }
+  }
+  await refresh();
+  setInterval(refresh, 2000);
+}
