@@ -17,7 +17,7 @@ import torch
 
 from sapiens2_stream.config import PipelineConfig, from_dict
 from sapiens2_stream.detect import make_detector
-from sapiens2_stream.io.sinks import make_sinks
+from sapiens2_stream.io.outputs import make_sinks
 from sapiens2_stream.io.sources import Frame, Source
 from sapiens2_stream.io.synthetic import figure_box, make_clip
 from sapiens2_stream.models import pose_metadata

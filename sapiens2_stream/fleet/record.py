@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from ..io.sinks import Fenced
+from ..io.sink import Fenced
 
 
 def write_json(path: Path, data: dict) -> None:

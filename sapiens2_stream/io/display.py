@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from ..errors import Sapiens2StreamError
-from .sinks import Sink
+from .sink import Sink
 
 SYSTEM_FONTS = ("/usr/share/fonts", "/usr/local/share/fonts")
 

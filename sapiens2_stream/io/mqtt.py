@@ -20,7 +20,7 @@ import numpy as np
 from ..config import MqttOutput
 from ..errors import Sapiens2StreamError
 from ..models.metadata import pose_metadata
-from .sinks import Sink, rounded, seg_counts
+from .sink import Sink, rounded, seg_counts
 
 
 class MqttClient:

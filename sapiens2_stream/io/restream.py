@@ -19,7 +19,7 @@ import av
 import numpy as np
 
 from ..config import StreamOutput
-from .sinks import Sink
+from .sink import Sink
 
 TIME_BASE = Fraction(1, 1000)  # FLV's
 RW_TIMEOUT_S = 5.0  # a server that stops reading for this long counts as gone

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config import OutputsConfig
-from .sinks import Sink
+from .sink import Sink
 
 STAMP = "%Y-%m-%dT%H-%M-%S"
 SEGMENT_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(-\d+)?$")

@@ -25,7 +25,8 @@ import numpy as np
 from ..config import PipelineConfig
 from ..console.live import LiveTap
 from ..errors import Sapiens2StreamError
-from ..io.sinks import Fenced, as_recorded, make_sinks
+from ..io.outputs import make_sinks
+from ..io.sink import Fenced, as_recorded
 from ..io.sources import LIVE_KINDS, Frame, Source, source_kind
 from ..track import OnlineSmoother, Tracker
 from .inference import FrameResult, Person

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import SmoothingConfig
-from ..io.sinks import Sink
+from ..io.sink import Sink
 from ..models.metadata import COCO17_NAMES, pose_metadata
 from .smoothing import smooth_keypoints
 

@@ -1,0 +1,49 @@
+"""JSONL results: one JSON object per frame, each line reaching the file in one write call (a killed process leaves
+whole lines only)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .sink import PTS_DIGITS, SCORE_DIGITS, Sink, rounded, seg_counts
+
+
+class JsonlSink(Sink):
+    """One JSON object per frame: source, frame index, pts, and per person the track, box and keypoints."""
+
+    def __init__(self, path: Path, source_id: str, model_ids: dict[str, str], append: bool = False) -> None:
+        self.path = path
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if append else os.O_TRUNC)
+        self.fd = os.open(path, flags, 0o644)
+        self.source_id = source_id
+        self.model_ids = model_ids
+
+    def record(self, result) -> dict:
+        frame = result.frame
+        rec = {
+            "source": self.source_id, "frame": frame.index, "pts": round(frame.pts_s, PTS_DIGITS),
+            "wall": round(frame.wall_s, 3), "models": self.model_ids, "flip": result.flip,
+            "people": [
+                {
+                    "track_id": p.track_id, "box": rounded(p.box), "score": round(float(p.score), 4),
+                    "keypoints": rounded(p.keypoints), "keypoint_scores": rounded(p.keypoint_scores, SCORE_DIGITS),
+                    "keypoints_smoothed": rounded(p.smoothed),
+                }
+                for p in result.people
+            ],
+        }  # fmt: skip
+        if result.seg is not None:
+            rec["seg_pixels"] = seg_counts(result.seg)
+        return rec
+
+    def write(self, result) -> None:
+        """One write call per line: a process killed at any moment leaves whole lines only."""
+        data = (json.dumps(self.record(result), separators=(",", ":")) + "\n").encode()
+        written = os.write(self.fd, data)
+        while written < len(data):  # a short write (a full disk, a signal): finish the line
+            written += os.write(self.fd, data[written:])
+
+    def close(self) -> None:
+        os.close(self.fd)

@@ -1,0 +1,98 @@
+"""Which outputs a configuration asks for, assembled in one place: the files of an output folder (or of each
+segment folder), then the outputs that live for the whole run (window, re-stream, MQTT).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+
+from ..config import PipelineConfig
+from ..errors import Sapiens2StreamError
+from ..track.export import TrackSink
+from .display import DisplaySink
+from .jsonl import JsonlSink
+from .mqtt import MqttSink
+from .restream import RestreamSink
+from .segments import Segments
+from .sink import Sink
+from .videos import GREEN_SCREEN, GeometrySink, MattingSink, VideoSink, annotated, matte_composite
+
+
+def video_names(cfg: PipelineConfig) -> list[str]:
+    """The videos this configuration writes into the output folder."""
+    o, tasks = cfg.outputs, cfg.enabled_models()
+    wanted = [
+        (o.video.name, o.video.enabled),
+        (o.matting.composite_name, "matting" in tasks and o.matting.composite),
+        (o.matting.alpha_name, "matting" in tasks and o.matting.alpha),
+        (o.geometry.normals_name, "normal" in tasks and o.geometry.normals_video),
+        (o.geometry.depth_name, "pointmap" in tasks and o.geometry.depth_video),
+    ]
+    return [name for name, on in wanted if on]
+
+
+def matting_background(background):
+    """The configured background: an (r, g, b) colour, "blur", or an image file read once."""
+    if isinstance(background, str) and background != "blur":
+        img = cv2.imread(background, cv2.IMREAD_COLOR)
+        if img is None:
+            raise Sapiens2StreamError(f"outputs.matting.background: cannot read image {background!r}")
+        return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+    return tuple(background) if isinstance(background, (list, tuple)) else background
+
+
+def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume=None, tap=None) -> list[Sink]:
+    """The sinks that write files into `out` (continuing them when resuming); `tap`: the console's live view of
+    the annotated video."""
+    out.mkdir(parents=True, exist_ok=True)
+    o = cfg.outputs
+    model_ids = {task: m.source for task, m in cfg.enabled_models().items()}
+    sinks: list[Sink] = []
+    if o.jsonl.enabled:
+        sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append=resume is not None))
+    if o.video.enabled:
+        sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background, tap))
+    if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
+        sinks.append(MattingSink(out, source.fps, o.matting, o.video, resume, background))
+    geometry_tasks = {t for t in ("normal", "pointmap") if getattr(cfg.models, t) is not None}
+    g = o.geometry
+    if geometry_tasks and (g.normals_video or g.depth_video or g.maps):
+        sinks.append(GeometrySink(out, source.fps, g, o.video, resume, geometry_tasks))
+    if o.tracks.enabled:
+        tracks = TrackSink(out / "tracks", o.tracks.formats, cfg.smoothing)
+        if resume is not None:
+            tracks.seed(resume.records)
+        sinks.append(tracks)
+    return sinks
+
+
+def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None, fence=None, tap=None) -> list[Sink]:
+    """The sinks the configuration asks for: the files under outputs.dir (rolled into segment folders with
+    outputs.segment_s), then the outputs that live for the whole run: the display window, the re-stream and the
+    MQTT messages (through the process's shared client `mqtt`). `fence(folder)`, when given, is asked before
+    every folder of files is opened (raising `Fenced` when this process may no longer write there). `tap`: the
+    console's live view, fed by the annotated video's recorder."""
+    o = cfg.outputs
+    background = matting_background(o.matting.background) if cfg.models.matting is not None else GREEN_SCREEN
+    Path(o.dir).mkdir(parents=True, exist_ok=True)
+    def files(folder: Path, resumed=None) -> list[Sink]:
+        if fence is not None:
+            fence(folder)
+        return file_sinks(cfg, source, folder, background, resumed, tap)
+
+    sinks = [Segments(o, files)] if o.segment_s is not None else files(Path(o.dir), resume)
+    shown = lambda r: annotated(r, o.video.draw, o.video.keypoint_threshold, background)  # noqa: E731
+    name = cfg.source.name or cfg.name
+    if o.display:
+        if cfg.models.matting is not None:
+            render = lambda r: matte_composite(r, background) if r.alpha is not None else r.frame.rgb  # noqa: E731
+        else:
+            render = shown
+        sinks.append(DisplaySink(render, on_quit))
+    if o.stream.url:
+        sinks.append(RestreamSink(o.stream.url.replace("{source}", name), source.fps, o.stream, shown))
+    if mqtt is not None:
+        sinks.append(MqttSink(mqtt, name, source))
+    return sinks

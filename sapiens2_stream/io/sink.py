@@ -1,0 +1,50 @@
+"""The base of every output (a sink) and what several kinds share: how a record rounds its numbers.
+
+Every sink writes as results arrive and finishes its output on `close`. The kinds live in their own modules
+(io.jsonl, io.videos, io.display, io.restream, io.mqtt, io.segments, track.export), each importing only this
+one; io.outputs assembles them from the configuration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Sink:
+    redraw = False  # takes the frames `--resume` draws again (videos); records (JSONL, tracks) have them already
+
+    def write(self, result) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Finish the output; called once, also after an interruption."""
+
+    def stats(self) -> dict | None:
+        """What an output that can refuse work (a server away) sent and dropped; None for files."""
+        return None
+
+
+PX_DIGITS, SCORE_DIGITS, PTS_DIGITS = 2, 4, 6  # what the JSONL keeps: 0.01 px, 1e-4 score, 1 us
+
+
+def rounded(a: np.ndarray | None, digits: int = PX_DIGITS) -> list | None:
+    """An array as a JSON list, rounded (0.01 px by default)."""
+    return None if a is None else np.round(np.asarray(a, np.float64), digits).tolist()
+
+
+def as_recorded(pts_s: float, keypoints: np.ndarray, scores: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """A person's time, keypoints and scores exactly as the JSONL records them. The smoother takes these, so a
+    resumed run that replays the records reproduces its state bit for bit (a score rounded across the gating
+    threshold would otherwise change it)."""
+    return (round(pts_s, PTS_DIGITS), np.round(np.asarray(keypoints, np.float64), PX_DIGITS),
+            np.round(np.asarray(scores, np.float64), SCORE_DIGITS))  # fmt: skip
+
+
+def seg_counts(labels: np.ndarray) -> dict[int, int]:
+    """Pixels per body-part class (the classes present)."""
+    counts = np.bincount(labels.ravel(), minlength=29)
+    return {int(c): int(n) for c, n in enumerate(counts) if n}
+
+
+class Fenced(Exception):
+    """This process may no longer write a source's files: the source was given to another worker."""
