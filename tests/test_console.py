@@ -22,16 +22,24 @@ from websockets.sync.client import connect
 from tests.test_integrations import wait_until
 from tests.test_pipeline import free_port
 
-CAMERA = "lavfi:testsrc2=size=320x240:rate=10,realtime"
+# a camera-paced source that draws its frame index as 16 bars along the bottom (white: bit set), below the box
+CAMERA = ("lavfi:color=c=gray:s=320x240:r=10,geq=lum='if(gt(Y\\,205)\\,if(bitand(N\\,pow(2\\,floor(X/20)))\\,235"
+          "\\,16)\\,128)':cb=128:cr=128,realtime")
+OTHER = "lavfi:testsrc2=size=320x240:rate=5,realtime"
 
 
-def write_spec(tmp_path, tiny_dir, console=None, sources=("a",)):
+def frame_index(rgb) -> int:
+    """The index a CAMERA frame shows."""
+    return sum(1 << i for i, v in enumerate(rgb[225, 10::20, 0]) if v > 128)
+
+
+def write_spec(tmp_path, tiny_dir, console=None, video=True):
     spec = tmp_path / "console.yaml"
     spec.write_text(yaml.safe_dump({
-        "sources": [{"name": n, "uri": CAMERA} for n in sources],
+        "sources": [{"name": "a", "uri": CAMERA}],
         "detector": {"type": "fixed", "boxes": [[40, 40, 60, 150]]},
         "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96], "flip": "off"}},
-        "outputs": {"dir": str(tmp_path / "out")},
+        "outputs": {"dir": str(tmp_path / "out"), "video": {"enabled": video}},
         "runtime": {"device": "cpu", "threads": 1, "console": console or {}},
     }))  # fmt: skip
     return spec
@@ -98,21 +106,32 @@ def test_status_says_what_each_source_does(console):
     assert call(port, "/api/v1/sources/nope")[0] == 404
 
 
-def test_live_view_is_the_recorders_h264_as_fragmented_mp4(console, tmp_path):
-    port, _, _ = console
+def live_frames(port, count, folder):
+    """(info, init, the frames of `count` fragments of the live view, decoded)."""
     with connect(f"ws://127.0.0.1:{port}/api/v1/sources/a/live.mp4") as ws:
         info = json.loads(ws.recv(timeout=30))
         init = ws.recv(timeout=30)
-        fragments = [ws.recv(timeout=30) for _ in range(25)]
-    assert info["codec"].startswith("avc1.") and (info["width"], info["height"]) == (320, 240)
-    assert init[4:8] == b"ftyp" and b"moov" in init
-    assert all(f[4:8] == b"moof" for f in fragments)
-    video = tmp_path / "live.mp4"
+        fragments = [ws.recv(timeout=30) for _ in range(count)]
+    assert init[4:8] == b"ftyp" and b"moov" in init and all(f[4:8] == b"moof" for f in fragments)
+    video = folder / "live.mp4"
     video.write_bytes(init + b"".join(fragments))
     with av.open(str(video)) as container:
-        frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+        return info, [(round(f.time, 3), f.to_ndarray(format="rgb24")) for f in container.decode(video=0)]
+
+
+def test_live_view_is_the_recorders_h264_as_fragmented_mp4(console, tmp_path):
+    port, out, _ = console
+    info, frames = live_frames(port, 25, tmp_path)
+    assert info["codec"].startswith("avc1.") and (info["width"], info["height"]) == (320, 240)
     assert len(frames) == 25  # one frame a fragment, from a keyframe on: every fragment decodes
-    assert frames[0].shape == (240, 320, 3)
+    indices = [frame_index(rgb) for _, rgb in frames]
+    assert indices == list(range(indices[0], indices[0] + 25))  # consecutive frames of the camera
+    # the very frames the recorder wrote: the same packets, so the same pixels
+    wait_until(lambda: len(lines(out / "a" / "results.jsonl")) > indices[-1] + 12, 30, "the recording to pass them")
+    with av.open(str(out / "a" / "annotated.mp4")) as container:  # still being written (fragmented MP4)
+        recorded = {frame_index(rgb): rgb for f in container.decode(video=0) if (rgb := f.to_ndarray(format="rgb24"))
+                    is not None}  # fmt: skip
+    assert all(np.array_equal(rgb, recorded[i]) for i, (_, rgb) in zip(indices, frames, strict=True))
 
 
 def test_snapshot_and_mjpeg_are_the_annotated_picture(console):
@@ -131,7 +150,7 @@ def test_snapshot_and_mjpeg_are_the_annotated_picture(console):
 
 def test_sources_added_and_removed_while_running_keep_every_rule(console):
     port, out, _ = console
-    new = {"name": "b", "uri": "lavfi:testsrc2=size=320x240:rate=5,realtime"}
+    new = {"name": "b", "uri": OTHER}
     status, _, body = call(port, "/api/v1/sources", "POST", new)
     assert status == 201 and json.loads(body)["name"] == "b"
     assert call(port, "/api/v1/sources", "POST", new)[0] == 409  # the name is taken
@@ -180,6 +199,11 @@ def test_a_viewer_that_reads_nothing_does_not_slow_the_pipeline(console):
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SHOWN_INDEX = """() => { const v = document.getElementById('live'), c = document.createElement('canvas');
+    c.width = v.videoWidth; c.height = v.videoHeight; const g = c.getContext('2d'); g.drawImage(v, 0, 0);
+    const row = g.getImageData(0, 225, c.width, 1).data; let index = 0;
+    for (let i = 0; i < 16; i++) if (row[(10 + 20 * i) * 4] > 128) index += 2 ** i;
+    return index; }"""
 
 
 @pytest.mark.skipif(not CHROMIUM, reason="needs Debian's chromium (.ci/run installs it)")
@@ -197,7 +221,12 @@ def test_the_page_plays_the_live_view_in_a_browser_close_behind_live(console, tm
             page.goto(f"http://127.0.0.1:{port}/sources/a")
             page.wait_for_function("document.getElementById('live').currentTime > 0", timeout=30000)
             start = page.evaluate("document.getElementById('live').currentTime")
-            time.sleep(3)
+            lags = []
+            for _ in range(12):  # the frame on screen against the newest result, read at the same moment
+                shown = page.evaluate(SHOWN_INDEX)
+                newest = sources(port)["a"]["last_frame"]
+                lags.append((newest - shown) / 10)  # 10 frames/s
+                time.sleep(0.25)
             state = page.evaluate("""() => { const v = document.getElementById('live');
                 return {t: v.currentTime, end: v.buffered.end(v.buffered.length - 1), w: v.videoWidth,
                         frames: v.getVideoPlaybackQuality().totalVideoFrames, error: v.error && v.error.code}; }""")
@@ -211,6 +240,7 @@ def test_the_page_plays_the_live_view_in_a_browser_close_behind_live(console, tm
     assert not errors and state["error"] is None and state["w"] == 320
     assert state["t"] - start > 2.0 and state["frames"] > 20  # plays on, at the camera's pace
     assert state["end"] - state["t"] < 1.0  # close behind the newest data
+    assert sorted(lags)[len(lags) // 2] < 1.0 and max(lags) < 2.0, lags  # the view under a second behind the results
 
 
 # ------------------------------------------------------------------------------------------- security
@@ -239,18 +269,61 @@ def test_a_token_guards_every_route_and_the_live_view(tmp_path, tiny_dir):
             ws.recv(timeout=10)
         with connect(url, origin=f"http://127.0.0.1:{port}", additional_headers=bearer) as ws:
             assert json.loads(ws.recv(timeout=30))["codec"].startswith("avc1.")
-        # Ctrl-C with a viewer connected: the run ends promptly, outputs complete
-        with connect(url, additional_headers=bearer) as viewer:
-            viewer.recv(timeout=30)
+        # Ctrl-C with two viewers connected: the run ends within 5 s, outputs complete
+        with connect(url, additional_headers=bearer) as one, connect(url, additional_headers=bearer) as two:
+            one.recv(timeout=30), two.recv(timeout=30)
             stopped = time.time()
             proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=60)
-        assert proc.returncode == 130 and time.time() - stopped < 10, stderr
+            took = time.time() - stopped
+        assert proc.returncode == 130 and took < 5, (took, stderr)
     finally:
         if proc.poll() is None:
             proc.kill()
     written = lines(tmp_path / "out" / "a" / "results.jsonl")
     assert played(tmp_path / "out" / "a" / "annotated.mp4") == len(written) > 0
+
+
+def test_a_source_without_its_own_video_is_drawn_and_encoded_only_while_watched(tmp_path, tiny_dir):
+    port = free_port()
+    proc = start(write_spec(tmp_path, tiny_dir, video=False), port)
+    try:
+        wait_until(lambda: sources(port).get("a", {}).get("frames_out", 0) > 5, 120, "results")
+        info, frames = live_frames(port, 12, tmp_path)
+        indices = [frame_index(rgb) for _, rgb in frames]
+        assert info["codec"].startswith("avc1.") and indices == list(range(indices[0], indices[0] + 12))
+        status, _, body = call(port, "/api/v1/sources/a/snapshot.jpg")
+        assert status == 200 and cv2.imdecode(np.frombuffer(body, np.uint8), cv2.IMREAD_COLOR).shape == (240, 320, 3)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert not list((tmp_path / "out").rglob("*.mp4"))  # no video file was written
+    assert lines(tmp_path / "out" / "a" / "results.jsonl")
+
+
+def test_the_live_view_sink_encodes_only_while_someone_watches():
+    from sapiens2_stream.config import VideoOutput
+    from sapiens2_stream.console.live import LiveTap
+    from sapiens2_stream.io.sources import Frame
+    from sapiens2_stream.io.videos import LiveViewSink
+    from sapiens2_stream.runtime.inference import FrameResult
+
+    view = LiveTap()
+    sink = LiveViewSink(10.0, VideoOutput(), (0, 0, 0), view)
+    results = [FrameResult(Frame(i, i / 10, time.time(), np.full((64, 64, 3), i, np.uint8)), [])
+               for i in range(30)]  # fmt: skip
+    for r in results[:10]:
+        sink.write(r)
+    assert sink.writer is None and view.pictures == 0  # nobody watching: nothing drawn, nothing encoded
+    viewer, _ = view.join()
+    for r in results[10:20]:
+        sink.write(r)
+    assert sink.writer is not None and view.pictures == 10 and view.init is not None
+    view.leave(viewer)
+    for r in results[20:]:
+        sink.write(r)
+    assert sink.writer is None and view.pictures == 10  # the last viewer left: the encoder closed
+    sink.close()
 
 
 @pytest.mark.parametrize("console,message", [

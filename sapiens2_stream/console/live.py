@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import av
 import cv2
 import numpy as np
 
 VIEWER_QUEUE = 50  # fragments a viewer may have waiting before it skips to the next keyframe
+ASKED_HOLD_S = 5.0  # a picture asked for keeps a source without its own video drawing for this long
 
 
 class Capture:
@@ -53,6 +55,7 @@ class Viewer:
         self.queue: asyncio.Queue[bytes] = asyncio.Queue(VIEWER_QUEUE)
         self.skipping = False  # lost fragments: waits for the next keyframe
         self.lost = 0
+        self.after = 0  # the number of the last fragment it started with
 
 
 class LiveTap:
@@ -66,12 +69,14 @@ class LiveTap:
         self.out_stream = None
         self.info: dict | None = None  # {"codec", "width", "height"}
         self.init: bytes | None = None
-        self.gop: list[bytes] = []  # fragments since the latest keyframe
+        self.gop: list[tuple[int, bytes]] = []  # (number, fragment) since the latest keyframe
+        self.sent = 0  # fragments made so far (their numbers)
         self.fragment = bytearray()
         self.keyframes: list[bool] = []  # per packet muxed and not yet out as a fragment: a keyframe?
         self.viewers: set[Viewer] = set()
         self.latest: np.ndarray | None = None  # the latest annotated picture (RGB)
         self.pictures = 0
+        self.asked_at = -1e9  # when a picture was last asked for (snapshot, MJPEG)
         self.picture_event = asyncio.Event()
 
     # ------------------------------------------------------------------------------------------- writer side
@@ -111,16 +116,17 @@ class LiveTap:
             if kind == "moov":
                 self.init = b"".join(self.init_parts)
                 if self.loop is not None and self.viewers:  # a new recorder: viewers take its init (MSE allows)
-                    self.loop.call_soon_threadsafe(self._fan_out, self.init, True)
+                    self.loop.call_soon_threadsafe(self._fan_out, self.init, True, self.sent)
             return
         self.fragment += box
         if kind != "mdat":
             return
         fragment, self.fragment = bytes(self.fragment), bytearray()
         key = self.keyframes.pop(0) if self.keyframes else False
-        self.gop = [fragment] if key else [*self.gop, fragment]
+        self.sent += 1
+        self.gop = [(self.sent, fragment)] if key else [*self.gop, (self.sent, fragment)]
         if self.loop is not None and self.viewers:
-            self.loop.call_soon_threadsafe(self._fan_out, fragment, key)
+            self.loop.call_soon_threadsafe(self._fan_out, fragment, key, self.sent)
 
     def close(self) -> None:
         with self.lock:
@@ -130,8 +136,10 @@ class LiveTap:
 
     # ------------------------------------------------------------------------------------------- console side
 
-    def _fan_out(self, fragment: bytes, key: bool) -> None:
+    def _fan_out(self, fragment: bytes, key: bool, number: int) -> None:
         for viewer in list(self.viewers):
+            if number <= viewer.after and fragment is not self.init:
+                continue  # it started with this one (joined between its making and this call)
             if viewer.skipping and not key:
                 viewer.lost += 1
                 continue
@@ -146,18 +154,25 @@ class LiveTap:
 
     def join(self) -> tuple[Viewer, list[bytes]]:
         """A new viewer and what it starts with: the init segment and the fragments since the latest keyframe
-        (call on the console's loop, once `info` is known)."""
+        (nothing before the first frame is encoded: the init then comes through its queue). On the console's
+        loop."""
         viewer = Viewer()
         with self.lock:
-            start = [self.init, *self.gop] if self.init is not None else []
+            start = [self.init, *(f for _, f in self.gop)] if self.init is not None else []
+            viewer.after = self.gop[-1][0] if start and self.gop else self.sent
         self.viewers.add(viewer)
         return viewer, start
 
     def leave(self, viewer: Viewer) -> None:
         self.viewers.discard(viewer)
 
+    def watched(self) -> bool:
+        """Whether someone watches: a live viewer, or a picture asked for within the last few seconds."""
+        return bool(self.viewers) or time.monotonic() - self.asked_at < ASKED_HOLD_S
+
     def jpeg(self, quality: int = 80) -> bytes | None:
         """The latest annotated picture as JPEG, or None before the first."""
+        self.asked_at = time.monotonic()
         rgb = self.latest
         if rgb is None:
             return None

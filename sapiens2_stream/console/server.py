@@ -31,6 +31,7 @@ from .status import Rates, describe
 STATIC = Path(__file__).with_name("static")
 COOKIE = "sapiens2_console"
 MJPEG_FPS = 5.0
+SNAPSHOT_WAIT_S = 3.0  # how long a snapshot waits for a first picture
 
 
 def console_token(cfg: ConsoleConfig) -> str | None:
@@ -245,13 +246,10 @@ class Console:
         except NotFound:
             return await websocket.close(4404)
         await websocket.accept()
-        if view is None:
-            await websocket.send_text(json.dumps({"error": "this source records no annotated video"}))
-            return await websocket.close()
-        while view.init is None:  # no frame encoded yet
-            await asyncio.sleep(0.05)
-        viewer, start = view.join()
+        viewer, start = view.join()  # watched from now: a source without its own video starts encoding
         try:
+            while view.info is None:
+                await asyncio.sleep(0.05)
             await websocket.send_text(json.dumps(view.info))
             for fragment in start:
                 await websocket.send_bytes(fragment)
@@ -263,22 +261,21 @@ class Console:
             view.leave(viewer)
 
     async def snapshot(self, request: Request) -> Response:
-        def answer():
+        try:
             view = self.stream(request.path_params["name"]).view
-            data = view.jpeg() if view is not None else None
-            if data is None:
-                return JSONResponse({"error": "no picture yet"}, 404)
-            return Response(data, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
-
-        return self.guarded(answer)
+        except NotFound as e:
+            return e.response()
+        for _ in range(int(SNAPSHOT_WAIT_S / 0.05)):  # a source drawing only while watched: its next picture
+            if (data := view.jpeg()) is not None:
+                return Response(data, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
+            await asyncio.sleep(0.05)
+        return JSONResponse({"error": "no picture yet"}, 404)
 
     async def live_mjpeg(self, request: Request) -> Response:
         try:
             view = self.stream(request.path_params["name"]).view
         except NotFound as e:
             return e.response()
-        if view is None:
-            return JSONResponse({"error": "this source records no annotated video"}, 404)
 
         async def parts():
             seen = -1

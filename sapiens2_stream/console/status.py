@@ -58,5 +58,5 @@ def describe(stream, rates: Rates) -> dict:
         "frames_out": stream.metrics.frames_out, "dropped": dict(stream.dropped),
         "reconnects": stream.source.stats.reconnects,
         "last_result_age_s": None if stream.last_written is None else round(now - stream.last_written, 3),
-        "people": stream.last_people, "live_view": stream.view is not None,
+        "last_frame": stream.last_frame, "people": stream.last_people,
     }  # fmt: skip

@@ -17,7 +17,7 @@ from .mqtt import MqttSink
 from .restream import RestreamSink
 from .segments import Segments
 from .sink import Sink
-from .videos import GREEN_SCREEN, GeometrySink, MattingSink, VideoSink, annotated, matte_composite
+from .videos import GREEN_SCREEN, GeometrySink, LiveViewSink, MattingSink, VideoSink, annotated, matte_composite
 
 
 def video_names(cfg: PipelineConfig) -> list[str]:
@@ -83,6 +83,8 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None, fen
         return file_sinks(cfg, source, folder, background, resumed, tap)
 
     sinks = [Segments(o, files)] if o.segment_s is not None else files(Path(o.dir), resume)
+    if tap is not None and not o.video.enabled:  # the console's live view, encoded only while watched
+        sinks.append(LiveViewSink(source.fps, o.video, background, tap))
     shown = lambda r: annotated(r, o.video.draw, o.video.keypoint_threshold, background)  # noqa: E731
     name = cfg.source.name or cfg.name
     if o.display:

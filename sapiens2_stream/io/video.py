@@ -24,6 +24,13 @@ FRAGMENTED = {"movflags": "frag_keyframe+empty_moov+default_base_moof+frag_disco
               "flush_packets": "1"}  # fmt: skip
 
 
+class Discard:
+    """A file that keeps nothing (the muxer of a writer without a file)."""
+
+    def write(self, data) -> int:
+        return len(data)
+
+
 class VideoWriter:
     """Encodes RGB frames at their own timestamps. Frame size is fixed by the first frame (made even)."""
 
@@ -31,10 +38,12 @@ class VideoWriter:
         self, path: str | Path, fps: float | None = None, crf: int = 23, preset: str = "veryfast", tap=None
     ) -> None:
         """`tap`: gets every picture (`tap.frame(rgb)`) and encoded packet (`tap.packet(packet, stream)`), for
-        the console's live view."""
-        self.path = Path(path)
+        the console's live view. `path` None: no file, only the tap (a live view of a source that records no
+        annotated video)."""
+        self.path = Path(path) if path is not None else None
         self.tap = tap
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fps = fps or 30.0
         gop = max(1, round(self.fps))  # a keyframe, so a fragment, at least every second
         self.options = {"crf": str(crf), "preset": preset, "tune": "zerolatency",
@@ -47,7 +56,8 @@ class VideoWriter:
 
     def _open(self, h: int, w: int) -> None:
         self.size = (h - h % 2, w - w % 2)
-        self.container = av.open(str(self.path), "w", format="mp4", options=FRAGMENTED)
+        target = str(self.path) if self.path is not None else Discard()
+        self.container = av.open(target, "w", format="mp4", options=FRAGMENTED)
         rate = Fraction(self.fps).limit_denominator(1001)
         stream = self.container.add_stream("libx264", rate=rate, options=self.options)
         stream.width, stream.height = self.size[1], self.size[0]
@@ -90,7 +100,7 @@ class VideoWriter:
             self.container.mux(packet)
         self.container.close()
         self.container = None
-        if self.frames:
+        if self.frames and self.path is not None:
             finalize(self.path, audio_source, end_s)
 
 

@@ -156,3 +156,26 @@ class GeometrySink(VideosSink):
             with open(path.with_suffix(".tmp"), "wb") as f:
                 np.savez(f, pts=np.float64(pts), **arrays)
             os.replace(path.with_suffix(".tmp"), path)
+
+
+class LiveViewSink(Sink):
+    """The console's live view of a source that records no annotated video: drawn and encoded only while someone
+    watches (the encoder closed when the last viewer leaves, so the next one starts at a fresh keyframe)."""
+
+    def __init__(self, fps: float | None, video_cfg, background, view) -> None:
+        self.fps, self.video_cfg, self.background, self.view = fps, video_cfg, background, view
+        self.writer: VideoWriter | None = None
+
+    def write(self, result) -> None:
+        if not self.view.watched():
+            self.close()
+            return
+        if self.writer is None:
+            self.writer = VideoWriter(None, self.fps, self.video_cfg.crf, self.video_cfg.preset, tap=self.view)
+        picture = annotated(result, self.video_cfg.draw, self.video_cfg.keypoint_threshold, self.background)
+        self.writer.write(picture, result.frame.pts_s)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None

@@ -75,11 +75,11 @@ class Stream:
         self.halt = threading.Event()  # stops this stream's reader (the run's stop, or the source removed)
         self.fenced = False  # another worker owns the source now: nothing more is written here
         self.last_written: float | None = None  # wall time of the latest result written
+        self.last_frame: int | None = None  # and its frame index
         self.disconnected = False  # a live source waiting for its camera to come back
         self.source.listeners.append(self._connection)
-        # the console's live view of the annotated video (while a console runs and that video is recorded)
-        console_on = cfg.runtime.console.port is not None and cfg.outputs.video.enabled
-        self.view = LiveTap() if console_on else None
+        # the console's live view: the recorder's H.264, or one encoded only while watched (no annotated video)
+        self.view = LiveTap() if cfg.runtime.console.port is not None else None
         self.sinks = make_sinks(cfg, self.source, on_quit, self.resumed, mqtt, fence, self.view)
         self.metrics = Metrics()
         self.dropped: Counter[str] = Counter()
@@ -288,7 +288,7 @@ class Stream:
         for sink in self.sinks:
             sink.write(result)
         self.last_people = len(result.people)
-        self.last_written = time.time()
+        self.last_frame, self.last_written = result.frame.index, time.time()
         self.metrics.frames_out += 1
         self.metrics.frame_age_ms.append((time.time() - result.frame.wall_s) * 1e3)
         self.metrics.stage("write", (time.perf_counter() - start) * 1e3)

@@ -74,7 +74,7 @@ async function grid() {
           '<div class="name"></div><div class="numbers"></div>';
         tiles.appendChild(tile);
         tile.querySelector(".name").textContent = s.name;
-        shown[s.name] = {tile, player: s.live_view ? play(tile.querySelector("video"), s.name) : null};
+        shown[s.name] = {tile, player: play(tile.querySelector("video"), s.name)};
       }
       shown[s.name].tile.querySelector(".numbers").innerHTML = numbers(s);
     }
