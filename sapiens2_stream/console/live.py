@@ -74,6 +74,7 @@ class LiveTap:
         self.fragment = bytearray()
         self.keyframes: list[bool] = []  # per packet muxed and not yet out as a fragment: a keyframe?
         self.viewers: set[Viewer] = set()
+        self.recording = None  # the path of the video file its recorder writes now, if any
         self.latest: np.ndarray | None = None  # the latest annotated picture (RGB)
         self.pictures = 0
         self.asked_at = -1e9  # when a picture was last asked for (snapshot, MJPEG)

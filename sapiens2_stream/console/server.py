@@ -26,7 +26,6 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..config import ConsoleConfig, SourceConfig, check_config, from_dict
 from ..errors import Sapiens2StreamError
-from .status import Rates, describe
 
 STATIC = Path(__file__).with_name("static")
 COOKIE = "sapiens2_console"
@@ -102,13 +101,12 @@ def same_origin(headers: dict) -> bool:
 
 
 class Console:
-    """The console of one running pipeline; `serve()` runs in the pipeline's loop until `close()`."""
+    """The console; `serve()` runs in an event loop (the pipeline's own, or the fleet driver's) until `close()`.
+    What it shows and changes comes from its `backend` (console.local: one pipeline; fleet.console: a fleet)."""
 
-    def __init__(self, pipeline, cfg: ConsoleConfig) -> None:
-        self.pipeline, self.cfg = pipeline, cfg
+    def __init__(self, backend, cfg: ConsoleConfig) -> None:
+        self.backend, self.cfg = backend, cfg
         self.token = console_token(cfg)
-        self.rates = Rates()
-        self.removed: set[str] = set()  # sources removed here: no longer listed
         self.server = None
         self.sock = socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -142,28 +140,25 @@ class Console:
 
         class Server(uvicorn.Server):
             @contextlib.contextmanager
-            def capture_signals(self):  # the pipeline handles Ctrl-C and SIGTERM itself
+            def capture_signals(self):  # the pipeline (or the fleet driver) handles Ctrl-C and SIGTERM itself
                 yield
 
         config = uvicorn.Config(self.app, lifespan="off", log_level="warning", timeout_graceful_shutdown=2,
                                 ws="websockets-sansio")  # fmt: skip
         self.server = Server(config)
-        sampler = asyncio.create_task(self._sample())
+        ticker = asyncio.create_task(self._tick())
         try:
             await self.server.serve(sockets=[self.sock])
         finally:
-            sampler.cancel()
+            ticker.cancel()
 
-    async def _sample(self) -> None:
+    async def _tick(self) -> None:
         while True:
-            self.rates.sample(self.pipeline.streams)
-            for stream in self.pipeline.streams:
-                if stream.view is not None:
-                    stream.view.loop = asyncio.get_running_loop()
+            self.backend.tick(asyncio.get_running_loop())
             await asyncio.sleep(1.0)
 
     def close(self) -> None:
-        """End the console (from the pipeline's loop, when the run ends)."""
+        """End the console (from its loop, when the run ends)."""
         if self.server is not None:
             self.server.should_exit = True
 
@@ -177,27 +172,18 @@ class Console:
 
     # ------------------------------------------------------------------------------------------- sources
 
-    def listed(self):
-        return [s for s in self.pipeline.streams if not (s.closed and s.name in self.removed)]
-
-    def stream(self, name: str):
-        """The named source (the newest of that name), or a 404."""
-        found = [s for s in self.listed() if self.name_of(s) == name]
-        if not found:
+    def status(self, name: str) -> dict:
+        """The named source's status, or a 404."""
+        found = self.backend.status(name)
+        if found is None:
             raise NotFound(name)
-        return found[-1]
-
-    def name_of(self, stream) -> str:
-        return stream.name or self.pipeline.cfg.source.name or self.pipeline.cfg.name
-
-    def status(self, stream) -> dict:
-        return {**describe(stream, self.rates), "name": self.name_of(stream)}
+        return found
 
     async def list_sources(self, request: Request) -> Response:
-        return JSONResponse([self.status(s) for s in self.listed()])
+        return JSONResponse([self.backend.status(n) for n in self.backend.names()])
 
     async def one_source(self, request: Request) -> Response:
-        return self.guarded(lambda: JSONResponse(self.status(self.stream(request.path_params["name"]))))
+        return self.guarded(lambda: JSONResponse(self.status(request.path_params["name"])))
 
     async def add_source(self, request: Request) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
@@ -206,44 +192,29 @@ class Console:
             body = json.loads(await request.body())
         except ValueError as e:
             return JSONResponse({"error": f"not JSON: {e}"}, 422)
-        pipeline = self.pipeline
         try:
             if not isinstance(body, dict):
                 raise Sapiens2StreamError("the body must be one sources: entry (a JSON object)")
             source = from_dict(SourceConfig, body, "source")
-            running = [replace(s.cfg.source, name=self.name_of(s)) for s in pipeline.streams if not s.closed]
+            running = self.backend.running()
             if any(s.name == source.name for s in running):
                 return JSONResponse({"error": f"a source named {source.name!r} is already running"}, 409)
-            check_config(replace(pipeline.cfg, sources=[*running, source]), "source")
+            check_config(replace(self.backend.cfg, sources=[*running, source]), "source")
+            return JSONResponse(await self.backend.add(source), 201)
         except Sapiens2StreamError as e:
             return JSONResponse({"error": str(e)}, 422)
-        loop = asyncio.get_running_loop()
-        try:
-            stream = await loop.run_in_executor(None, pipeline.make_stream, source)
-        except Sapiens2StreamError as e:
-            return JSONResponse({"error": str(e)}, 422)
-        pipeline.start_stream(stream)
-        self.removed.discard(source.name)
-        return JSONResponse(self.status(stream), 201)
 
     async def remove_source(self, request: Request) -> Response:
         name = request.path_params["name"]
-        stream = next((s for s in self.pipeline.streams if self.name_of(s) == name and not s.closed), None)
-        if stream is None:
+        if not await self.backend.remove(name):
             return JSONResponse({"error": f"no running source named {name!r}"}, 404)
-        stream.stop_taking()
-        self.pipeline.work.set()
-        while not stream.closed:
-            await asyncio.sleep(0.05)
-        self.removed.add(name)
         return Response(status_code=204)
 
     # ------------------------------------------------------------------------------------------- live view
 
     async def live_mp4(self, websocket: WebSocket) -> None:
-        try:
-            view = self.stream(websocket.path_params["name"]).view
-        except NotFound:
+        view = self.backend.view(websocket.path_params["name"])
+        if view is None:
             return await websocket.close(4404)
         await websocket.accept()
         viewer, start = view.join()  # watched from now: a source without its own video starts encoding
@@ -261,10 +232,9 @@ class Console:
             view.leave(viewer)
 
     async def snapshot(self, request: Request) -> Response:
-        try:
-            view = self.stream(request.path_params["name"]).view
-        except NotFound as e:
-            return e.response()
+        view = self.backend.view(request.path_params["name"])
+        if view is None:
+            return NotFound(request.path_params["name"]).response()
         for _ in range(int(SNAPSHOT_WAIT_S / 0.05)):  # a source drawing only while watched: its next picture
             if (data := view.jpeg()) is not None:
                 return Response(data, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
@@ -272,10 +242,9 @@ class Console:
         return JSONResponse({"error": "no picture yet"}, 404)
 
     async def live_mjpeg(self, request: Request) -> Response:
-        try:
-            view = self.stream(request.path_params["name"]).view
-        except NotFound as e:
-            return e.response()
+        view = self.backend.view(request.path_params["name"])
+        if view is None:
+            return NotFound(request.path_params["name"]).response()
 
         async def parts():
             seen = -1
@@ -289,14 +258,16 @@ class Console:
 
     # ------------------------------------------------------------------------------------------- files
 
-    def folder(self, stream) -> Path:
-        return Path(stream.cfg.outputs.dir).resolve()
+    def folder(self, name: str) -> Path:
+        """The named source's output folder, or a 404."""
+        self.status(name)
+        return self.backend.folder(name).resolve()
 
     async def recordings(self, request: Request) -> Response:
         def answer():
-            stream = self.stream(request.path_params["name"])
-            root = self.folder(stream)
-            open_now = {w.path.resolve() for w in open_writers(stream)}
+            name = request.path_params["name"]
+            root = self.folder(name)
+            open_now = {p.resolve() for p in self.backend.recording_now(name)}
             videos = sorted(p for p in root.rglob("*.mp4") if ".final-tmp" not in p.name and ".previous" not in p.name)
             return JSONResponse([{"file": str(p.relative_to(root)), "bytes": p.stat().st_size,
                                   "modified": round(p.stat().st_mtime, 3), "recording": p.resolve() in open_now}
@@ -306,7 +277,7 @@ class Console:
 
     async def recording(self, request: Request) -> Response:
         def answer():
-            root = self.folder(self.stream(request.path_params["name"]))
+            root = self.folder(request.path_params["name"])
             path = (root / request.path_params["file"]).resolve()
             if not path.is_relative_to(root) or not path.is_file() or path.suffix != ".mp4":  # videos of this source
                 raise NotFound(request.path_params["file"])
@@ -316,13 +287,13 @@ class Console:
 
     async def keypoints(self, request: Request) -> Response:
         def answer():
-            stream = self.stream(request.path_params["name"])
+            root = self.folder(request.path_params["name"])
             try:
                 start = float(request.query_params.get("start", "-inf"))
                 end = float(request.query_params.get("end", "inf"))
             except ValueError:
                 return JSONResponse({"error": "start and end are seconds of the source's timeline"}, 422)
-            files = sorted(self.folder(stream).rglob(stream.cfg.outputs.jsonl.name))
+            files = sorted(root.rglob(self.backend.cfg.outputs.jsonl.name))
             return StreamingResponse(lines_between(files, start, end), media_type="application/x-ndjson")
 
         return self.guarded(answer)
@@ -337,15 +308,6 @@ class Console:
 class NotFound(Exception):
     def response(self) -> Response:
         return JSONResponse({"error": f"no source or file named {self.args[0]!r}"}, 404)
-
-
-def open_writers(stream):
-    """The video writers a stream has open now (the file being recorded)."""
-    for sink in stream.sinks:
-        for inner in getattr(sink, "sinks", [sink]):
-            writer = getattr(inner, "writer", None)
-            if writer is not None and writer.container is not None:
-                yield writer
 
 
 def lines_between(files: list[Path], start: float, end: float):

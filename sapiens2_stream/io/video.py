@@ -56,6 +56,8 @@ class VideoWriter:
 
     def _open(self, h: int, w: int) -> None:
         self.size = (h - h % 2, w - w % 2)
+        if self.tap is not None:
+            self.tap.recording = self.path
         target = str(self.path) if self.path is not None else Discard()
         self.container = av.open(target, "w", format="mp4", options=FRAGMENTED)
         rate = Fraction(self.fps).limit_denominator(1001)
@@ -100,6 +102,8 @@ class VideoWriter:
             self.container.mux(packet)
         self.container.close()
         self.container = None
+        if self.tap is not None and self.tap.recording == self.path:
+            self.tap.recording = None
         if self.frames and self.path is not None:
             finalize(self.path, audio_source, end_s)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..config import PipelineConfig, SourceConfig
+from ..console.local import PipelineBackend
 from ..console.server import Console
 from ..detect import Detector, make_detector
 from ..errors import Sapiens2StreamError
@@ -179,7 +180,7 @@ class Pipeline:
         self.detect_s: float | None = None  # seconds per detect stage batch, measured
         self.started = 0.0
         self.monitor = Monitor(self, rt.metrics) if rt.metrics.port is not None else None
-        self.console = Console(self, rt.console) if rt.console.port is not None else None
+        self.console = Console(PipelineBackend(self), rt.console) if rt.console.port is not None else None
         if self.monitor is not None:
             self.metrics.observer = self.monitor.observe_stage
         for stream in self.streams:
