@@ -18,6 +18,7 @@ from pathlib import Path
 import av
 import pytest
 import yaml
+from websockets.sync.client import connect
 
 from sapiens2_stream.fleet.placement import place
 from tests.test_integrations import wait_until
@@ -359,6 +360,48 @@ def descendants(pid: int) -> list[int]:
         found.append(todo.pop())
         todo.extend(children.get(found[-1], []))
     return found
+
+
+def test_the_driver_serves_one_console_for_every_camera_and_places_new_ones(tmp_path, tiny_dir, cluster):
+    """`run --ray ... --console PORT`: every camera with its worker and node; a camera added over REST is placed and
+    written by its worker; its live view relayed from the worker decodes; removed, its folder stays complete."""
+    from tests.test_console import call, sources
+
+    ray_cluster, _ = cluster
+    spec = fleet_spec(tmp_path, tiny_dir, ["c1", "c2"], None)
+    data = yaml.safe_load(spec.read_text())
+    data["fleet"]["workers"] = 2
+    data["runtime"]["console"] = {"port": free_port()}
+    spec.write_text(yaml.safe_dump(data))
+    port, out = data["runtime"]["console"]["port"], tmp_path / "out"
+    driver = start_driver(spec, ray_cluster)
+    try:
+        wait_until(lambda: all(s["frames_out"] for s in sources(port).values()) and len(sources(port)) == 2, 240,
+                   "the console with both cameras writing")  # fmt: skip
+        record = fleet_record(out)
+        for name, s in sources(port).items():
+            assert (s["worker"], s["node"]) == (record["sources"][name]["worker"], record["sources"][name]["node_id"])
+            assert s["state"] == "live" and s["fps_in"] >= 0
+        status, _, body = call(port, "/api/v1/sources", "POST", {"name": "c3", "uri": data["sources"][0]["uri"]})
+        assert status == 201, body
+        placed = fleet_record(out)["sources"]["c3"]["worker"]
+        assert placed in record["workers"] and json.loads(body)["worker"] == placed
+        wait_until(lambda: records(out / "c3"), 60, "the added camera's results")
+        assert call(port, "/api/v1/sources", "POST", {"name": "c3", "uri": "x"})[0] == 409
+        with connect(f"ws://127.0.0.1:{port}/api/v1/sources/c3/live.mp4") as ws:
+            info = json.loads(ws.recv(timeout=60))
+            stream = [ws.recv(timeout=60) for _ in range(6)]
+        video = tmp_path / "relayed.mp4"
+        video.write_bytes(b"".join(stream))
+        assert info["codec"].startswith("avc1.") and stream[0][4:8] == b"ftyp" and played_frames(video) >= 4
+        status, _, _ = call(port, "/api/v1/sources/c3", "DELETE")
+        assert status == 204 and "c3" not in fleet_record(out)["sources"] and "c3" not in sources(port)
+        segment = next(p for p in (out / "c3").iterdir() if p.is_dir())
+        assert played_frames(segment / "annotated.mp4") == (segment / "results.jsonl").read_text().count("\n") > 0
+    finally:
+        driver.send_signal(signal.SIGINT)
+        _, stderr = driver.communicate(timeout=120)
+    assert driver.returncode == 130, stderr
 
 
 JOIN_NODE = """

@@ -69,7 +69,7 @@ class LiveTap:
         self.out_stream = None
         self.info: dict | None = None  # {"codec", "width", "height"}
         self.init: bytes | None = None
-        self.gop: list[tuple[int, bytes]] = []  # (number, fragment) since the latest keyframe
+        self.gop: list[tuple[int, bytes]] = []  # (number, fragment) since the latest keyframe (the first)
         self.sent = 0  # fragments made so far (their numbers)
         self.fragment = bytearray()
         self.keyframes: list[bool] = []  # per packet muxed and not yet out as a fragment: a keyframe?
@@ -166,6 +166,18 @@ class LiveTap:
 
     def leave(self, viewer: Viewer) -> None:
         self.viewers.discard(viewer)
+
+    def since(self, after: int) -> dict | None:
+        """For a console elsewhere (the fleet driver's): the codec, the init segment and the fragments made after
+        number `after` (from the latest keyframe, when `after` is older than that); None before the first frame.
+        Counts as watching."""
+        self.asked_at = time.monotonic()
+        with self.lock:
+            if self.init is None:
+                return None
+            fresh = [(n, f) for n, f in self.gop if n > after]
+            return {"info": self.info, "init": self.init, "fragments": fresh,
+                    "from_keyframe": bool(fresh) and fresh[0][0] == self.gop[0][0]}  # fmt: skip
 
     def watched(self) -> bool:
         """Whether someone watches: a live viewer, or a picture asked for within the last few seconds."""

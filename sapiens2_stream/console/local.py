@@ -18,7 +18,7 @@ class PipelineBackend:
         self.removed: set[str] = set()  # sources removed here: no longer listed
 
     def tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.rates.sample(self.pipeline.streams)
+        self.rates.sample({s.name: (s.source.stats.frames, s.metrics.frames_out) for s in self.pipeline.streams})
         for stream in self.pipeline.streams:
             stream.view.loop = loop
 

@@ -23,11 +23,12 @@ class Rates:
     def __init__(self) -> None:
         self.samples: dict[str, deque] = {}
 
-    def sample(self, streams) -> None:
+    def sample(self, counts: dict[str, tuple[int, int]]) -> None:
+        """`counts`: per source, its frames in and written so far."""
         now = time.monotonic()
-        for stream in streams:
-            history = self.samples.setdefault(stream.name, deque())
-            history.append((now, stream.source.stats.frames, stream.metrics.frames_out))
+        for name, (frames_in, frames_out) in counts.items():
+            history = self.samples.setdefault(name, deque())
+            history.append((now, frames_in, frames_out))
             while len(history) > 2 and now - history[1][0] >= RATE_WINDOW_S:
                 history.popleft()
 

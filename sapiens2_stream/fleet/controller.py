@@ -8,6 +8,7 @@ Every call into a worker has a timeout (a call to a dying node hangs until Ray d
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sys
 import threading
@@ -20,7 +21,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from ..config import MetricsConfig, PipelineConfig
+from ..config import ConsoleConfig, MetricsConfig, PipelineConfig, SourceConfig, from_dict
 from ..errors import Sapiens2StreamError
 from ..io.sources import Source
 from ..runtime.monitoring import Endpoints
@@ -52,9 +53,6 @@ class Fleet:
     """The driver's state: the workers, the record, the latest numbers of every camera."""
 
     def __init__(self, cfg: PipelineConfig, address: str) -> None:
-        if cfg.runtime.console.port is not None:
-            raise Sapiens2StreamError("runtime.console: the web console does not run with --ray yet (the fleet "
-                                      "serves /metrics and /healthz: runtime.metrics)")  # fmt: skip
         if cfg.sources is None:
             cfg = replace(cfg, sources=[replace(cfg.source, name=cfg.source.name or "cam1")])
         self.cfg = cfg
@@ -66,6 +64,7 @@ class Fleet:
         self.record = FleetRecord(self.out)
         self.record.save()
         self.stop = threading.Event()
+        self.lock = threading.RLock()  # the record: changed by the watching loop and by the console's thread
         self.handles: dict[str, object] = {}
         self.stats: dict[str, dict] = {}  # worker -> latest stats
         self.pending: dict[str, object] = {}  # worker -> the stats call in flight
@@ -87,8 +86,9 @@ class Fleet:
         worker_cfg = replace(
             self.cfg,
             outputs=replace(self.cfg.outputs, dir=str(self.out), segment_s=self.cfg.outputs.segment_s or SEGMENT_S),
-            runtime=replace(self.cfg.runtime, metrics=MetricsConfig(port=None)),
+            runtime=replace(self.cfg.runtime, metrics=MetricsConfig(port=None), console=ConsoleConfig()),
         )
+        views = self.cfg.runtime.console.port is not None  # the driver's console relays the workers' live views
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(next(iter(options)), 0)]
@@ -100,7 +100,7 @@ class Fleet:
             self.handles[name] = actor.options(
                 **options, max_restarts=-1, max_task_retries=0, max_concurrency=8, lifetime="detached",
                 name=f"sapiens2-fleet-{self.id}-{name}", scheduling_strategy=spread,
-            ).remote(worker_cfg, name, driver_job)  # fmt: skip
+            ).remote(worker_cfg, name, driver_job, views)  # fmt: skip
         self.say(f"fleet {self.id}: starting {count} worker(s) ({options}), loading the models")
         infos = self.call_all("info", timeout=START_TIMEOUT_S)
         marker = write_marker(self.out, self.id)
@@ -155,6 +155,12 @@ class Fleet:
                 self.pending[name] = handle.stats.remote()
         ready, _ = ray.wait(list(self.pending.values()), num_returns=len(self.pending), timeout=POLL_S)
         now = time.time()
+        with self.lock:
+            self._take(ready, now)
+
+    def _take(self, ready: list, now: float) -> None:
+        """The answers that came, and what they say about lost nodes (under the record's lock)."""
+        ray = self.ray
         for name, ref in list(self.pending.items()):
             if ref not in ready:
                 continue
@@ -185,7 +191,8 @@ class Fleet:
                 self.say(f"fleet: {name} is back (pid {stats['pid']}, node {stats['node_id'][:12]})")
             worker.update(pid=stats["pid"], node_id=stats["node_id"], gpus=stats["gpus"], sources=mine)
             for cam in mine:
-                self.record.data["sources"][cam]["node_id"] = stats["node_id"]
+                if cam in self.record.data["sources"]:  # (one removed at the console may still be stopping)
+                    self.record.data["sources"][cam]["node_id"] = stats["node_id"]
             if name in self.lost and worker["node_id"] in {n["NodeID"] for n in self.ray.nodes() if n["Alive"]}:
                 self.lost.discard(name)  # restarted on a living node: it runs the cameras left for it, if any
                 self.awaited.pop(name, None)
@@ -237,6 +244,50 @@ class Fleet:
     def save(self) -> None:
         self.record.save()
 
+    # ------------------------------------------------------------------------------------------- the console
+
+    def camera_sources(self) -> list[SourceConfig]:
+        """The `sources:` entries of every camera of the fleet now (those of the YAML and those added)."""
+        with self.lock:
+            added = {n: from_dict(SourceConfig, e, n) for n, e in self.record.data.get("added", {}).items()}
+            known = {s.name: s for s in self.cfg.sources} | added
+            return [known[c] for c in self.record.data["sources"] if c in known]
+
+    def add_camera(self, entry: dict) -> None:
+        """A camera added at the console: placed like any other (first-fit decreasing on the measured capacities,
+        the headroom kept), recorded with its `sources:` entry, started by its worker."""
+        source = from_dict(SourceConfig, entry, "source")
+        rate = source.fps or Source(source).rate or self.cfg.fleet.camera_fps
+        with self.lock:
+            data = self.record.data
+            capacities = {w: i["capacity_fps"] for w, i in data["workers"].items() if w not in self.lost}
+            if not capacities:
+                raise Sapiens2StreamError("no worker is up to take a camera now")
+            rates = data["placement"]["rates"] | {source.name: rate}
+            current = {c: s["worker"] for c, s in data["sources"].items()}
+            nodes = {w: data["workers"][w]["node_id"] for w in capacities}
+            placement = place({c: rates[c] for c in [*current, source.name]}, capacities, self.cfg.fleet.headroom,
+                              current, self.cfg.fleet.pins, nodes)  # fmt: skip
+            worker = placement.assignment[source.name]
+            data.setdefault("added", {})[source.name] = entry
+            data["placement"]["rates"] = rates
+            self.record.assign(source.name, worker, data["workers"][worker]["node_id"])
+            self.assigned_at[source.name] = time.time()
+            self.save()
+        self.say(f"fleet: {source.name} added on {worker}")
+        self.ray.get(self.handles[worker].sync.remote(), timeout=self.cfg.fleet.detect_s + 30)
+
+    def remove_camera(self, camera: str) -> None:
+        """A camera removed at the console: its worker stops it (outputs complete) and the record forgets it."""
+        with self.lock:
+            worker = self.record.data["sources"][camera]["worker"]
+            self.record.release(camera)
+            self.result_wall.pop(camera, None)
+            self.save()
+        self.say(f"fleet: {camera} removed from {worker}")
+        if worker not in self.lost:
+            self.ray.get(self.handles[worker].sync.remote(), timeout=STOP_TIMEOUT_S)
+
     # ------------------------------------------------------------------------------------------- reporting
 
     def owner_alive(self, camera: str) -> bool:
@@ -256,6 +307,10 @@ class Fleet:
 
     def health(self) -> tuple[int, dict]:
         """503 naming the cameras with no owner or no fresh result; 200 otherwise."""
+        with self.lock:
+            return self._health()
+
+    def _health(self) -> tuple[int, dict]:
         now = time.time()
         ages = {cam: round(self.result_age(cam, now), 2) for cam in self.record.data["sources"]}
         orphans = sorted(c for c in ages if not self.owner_alive(c))
@@ -318,6 +373,10 @@ class FleetCollector:
         self.fleet = fleet
 
     def collect(self):
+        with self.fleet.lock:
+            return list(self._families())
+
+    def _families(self):
         fleet, now = self.fleet, time.time()
         labels = ["source", "worker", "node"]
         written = CounterMetricFamily("sapiens2_frames_written", "frames written to the outputs", labels=labels)
@@ -339,9 +398,27 @@ class FleetCollector:
         yield from (written, fps, age, owned, capacity)
 
 
+class FleetConsole:
+    """runtime.console for a fleet: the console on a thread of the driver with an event loop of its own."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        from ..console.server import Console
+        from .console import FleetBackend
+
+        self.console = Console(FleetBackend(fleet), fleet.cfg.runtime.console)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self.console.serve(),),
+                                       name="fleet-console", daemon=True)  # fmt: skip
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.console.close)
+        self.thread.join(10)
+
+
 def run_fleet(cfg: PipelineConfig, address: str, progress: bool = True) -> dict:
     """Run the cameras of `cfg` on a Ray fleet until Ctrl-C or SIGTERM; returns the fleet's summary."""
     fleet = Fleet(cfg, address)
+    console = FleetConsole(fleet) if cfg.runtime.console.port is not None else None  # its port taken first
     installed = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -353,6 +430,8 @@ def run_fleet(cfg: PipelineConfig, address: str, progress: bool = True) -> dict:
             for handle in fleet.handles.values():
                 fleet.ray.kill(handle, no_restart=True)
             raise
+        if console is not None:
+            console.thread.start()
         last_status = 0.0
         while not fleet.stop.is_set():
             fleet.poll()
@@ -363,4 +442,6 @@ def run_fleet(cfg: PipelineConfig, address: str, progress: bool = True) -> dict:
     finally:
         for sig, handler in installed.items():
             signal.signal(sig, handler)
+        if console is not None and console.thread.is_alive():
+            console.close()
         fleet.close()

@@ -1,7 +1,8 @@
 """What the fleet keeps on the shared output folder, so that any process on any node can act on it.
 
-- `OUTPUT/fleet.json`: the fleet's record (workers, which camera runs where and with which epoch, the moves),
-  rewritten atomically on every change by the driver; a restarted worker reads its cameras from it.
+- `OUTPUT/fleet.json`: the fleet's record (workers, which camera runs where and with which epoch, the moves, the
+  `sources:` entries of cameras added at the console), rewritten atomically on every change by the driver; a
+  restarted worker reads its cameras from it.
 - `OUTPUT/<camera>/owner.json`: the camera's current worker and epoch. A worker asks it before it opens or
   rolls any file of the camera (the fence): a worker cut off from the others stops writing a camera that moved.
 - `OUTPUT/<camera>/writers.jsonl`: one line per folder of files opened (segment, writer, pid, node, epoch), the
@@ -58,6 +59,19 @@ class FleetRecord:
             self.data["moves"].append({"source": camera, "from": before["worker"], "to": worker,
                                        "reason": reason or "moved", "wall": round(time.time(), 3)})  # fmt: skip
         return epoch
+
+
+    def release(self, camera: str) -> None:
+        """The camera leaves the fleet (removed at the console): its owner.json names no worker, so whoever still
+        holds it stops writing, and the record forgets it."""
+        epoch = self.data["sources"].pop(camera)["epoch"] + 1
+        write_json(self.dir / camera / "owner.json", {"worker": None, "epoch": epoch})
+        self.data.get("added", {}).pop(camera, None)
+
+
+def added_sources(out_dir: str | Path) -> dict[str, dict]:
+    """The `sources:` entries of cameras added while running (at the console), by name."""
+    return read_json(Path(out_dir) / "fleet.json").get("added", {})
 
 
 def assigned_to(out_dir: str | Path, worker: str) -> dict[str, int]:

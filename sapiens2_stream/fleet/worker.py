@@ -23,9 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import PipelineConfig
+from ..config import PipelineConfig, SourceConfig, from_dict
+from ..console.status import state, without_credentials
 from ..errors import Sapiens2StreamError
-from .record import assigned_to, continuation, fence_for
+from .record import added_sources, assigned_to, continuation, fence_for
 
 MEASURE_ROUNDS = 3  # batches timed per size in the capacity measurement
 
@@ -55,8 +56,9 @@ def node_id() -> str:
 
 
 class FleetWorker:
-    def __init__(self, cfg: PipelineConfig, name: str, driver_job: str | None = None) -> None:
-        """`driver_job`: the Ray job id of the driver; without it (tests of the class itself) nothing is watched."""
+    def __init__(self, cfg: PipelineConfig, name: str, driver_job: str | None = None, views: bool = False) -> None:
+        """`driver_job`: the Ray job id of the driver; without it (tests of the class itself) nothing is watched.
+        `views`: keep each camera's live view for the driver's console."""
         from ..runtime.pipeline import Pipeline, load_models
 
         self.cfg, self.name = cfg, name
@@ -67,7 +69,8 @@ class FleetWorker:
         self.lock = threading.Lock()
         self.loaded = load_models(cfg)
         self.epochs: dict[str, int] = {}
-        self.pipeline = Pipeline(replace(cfg, sources=[]), loaded=self.loaded, serve=True)  # cameras come by sync
+        # cameras come by sync
+        self.pipeline = Pipeline(replace(cfg, sources=[]), loaded=self.loaded, serve=True, views=views)
         self.summary: dict | None = None
         self.thread = threading.Thread(target=self._run, name=f"fleet-{name}", daemon=True)
         self.thread.start()
@@ -147,6 +150,7 @@ class FleetWorker:
                     del self.epochs[cam]
             running = self.running()
             sources = {s.name: s for s in self.cfg.sources or []}
+            sources.update({n: from_dict(SourceConfig, e, n) for n, e in added_sources(self.out).items()})
             for cam, epoch in wanted.items():
                 if cam in running or cam not in sources:
                     continue
@@ -176,10 +180,21 @@ class FleetWorker:
                 "processed": s.processed, "processed_fps": round(s.processed / s.seconds(), 2),
                 "dropped": dict(s.dropped), "reconnects": s.source.stats.reconnects,
                 "result_age_s": None if s.last_written is None else round(now - s.last_written, 3),
-                "state": "fenced" if s.fenced else "failed" if s.error else "live" if s.reading else "ended",
-                "people": s.last_people,
+                "state": "fenced" if s.fenced else state(s), "people": s.last_people, "last_frame": s.last_frame,
+                "uri": without_credentials(s.cfg.source.uri),
+                "recording": str(s.view.recording) if s.view is not None and s.view.recording else None,
             }  # fmt: skip
         return {**self.info(), "worker": self.name, "cameras": cameras}
+
+    def live(self, camera: str, after: int) -> dict | None:
+        """The camera's live view since fragment `after`, for the driver's console (see LiveTap.since)."""
+        stream = self.running().get(camera)
+        return None if stream is None or stream.view is None else stream.view.since(after)
+
+    def snapshot(self, camera: str) -> bytes | None:
+        """The camera's latest annotated picture as JPEG (counts as watching, so one is drawn if none is)."""
+        stream = self.running().get(camera)
+        return None if stream is None or stream.view is None else stream.view.jpeg()
 
     def stop(self, timeout: float = 60.0) -> dict:
         """Stop every camera (outputs complete and playable) and the pipeline; returns each camera's summary."""

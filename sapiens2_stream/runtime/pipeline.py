@@ -142,12 +142,13 @@ class Planner:
 class Pipeline:
     def __init__(
         self, cfg: PipelineConfig, on_result: Callable[[FrameResult, Pipeline], None] | None = None,
-        resume: bool = False, loaded: LoadedModels | None = None, serve: bool = False,
+        resume: bool = False, loaded: LoadedModels | None = None, serve: bool = False, views: bool = False,
     ) -> None:  # fmt: skip
         """`resume`: continue the interrupted run recorded in each source's output folder (files and image
         folders). `loaded`: models and detector already loaded (batch workers reuse them across videos).
         `serve`: keep running when every source has ended, until stopped, for sources added while running
-        (`add_source`: a fleet worker, the console)."""
+        (`add_source`: a fleet worker, the console). `views`: keep each source's live view for a console served
+        elsewhere (a fleet worker's, for the driver's console); runtime.console serves its own and keeps them."""
         if cfg.runtime.console.port is not None and cfg.sources is None:  # the console names every source
             cfg = replace(cfg, sources=[replace(cfg.source, name=cfg.source.name or "cam1")])
         self.cfg = cfg
@@ -158,8 +159,9 @@ class Pipeline:
         self.several = cfg.sources is not None
         self.mqtt = MqttClient(cfg.outputs.mqtt) if cfg.outputs.mqtt.host else None
         self.serve = serve or cfg.runtime.console.port is not None  # the console may add sources at any time
-        self.streams = [Stream(c, c.source.name if self.several else "", resume, self.finish, self.mqtt)
-                        for c in cfg.per_source()]  # fmt: skip
+        self.views = views or cfg.runtime.console.port is not None
+        self.streams = [Stream(c, c.source.name if self.several else "", resume, self.finish, self.mqtt,
+                               view=self.views) for c in cfg.per_source()]  # fmt: skip
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
         self.group: asyncio.TaskGroup | None = None
@@ -251,7 +253,8 @@ class Pipeline:
 
     def make_stream(self, source: SourceConfig, fence=None, first_track: int = 1) -> Stream:
         """The stream of a named source added while running: its outputs in OUTPUT/<name>/, opened here."""
-        return Stream(self.cfg.for_source(source), source.name, False, self.finish, self.mqtt, fence, first_track)
+        return Stream(self.cfg.for_source(source), source.name, False, self.finish, self.mqtt, fence, first_track,
+                      self.views)  # fmt: skip
 
     def start_stream(self, stream: Stream) -> None:
         """Start a stream made by `make_stream` (on the pipeline's loop)."""

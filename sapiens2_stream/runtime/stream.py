@@ -44,12 +44,12 @@ class Stream:
 
     def __init__(self, cfg: PipelineConfig, name: str = "", resume: bool = False,
                  on_quit: Callable[[], None] = lambda: None, mqtt=None, fence: Callable[[Path], None] | None = None,
-                 first_track: int = 1) -> None:  # fmt: skip
+                 first_track: int = 1, view: bool = False) -> None:  # fmt: skip
         """`cfg`: a single-source configuration (PipelineConfig.per_source); `name`: the source's name, empty for
         the single `source:`; `mqtt`: the process's MQTT client, when outputs.mqtt is on. `fence(folder)`: asked
         before any output folder is opened or rolled, raises `Fenced` when this process may no longer write the
         source (it moved to another worker); `first_track`: the first track id (a camera continued elsewhere
-        keeps its ids apart from those already written)."""
+        keeps its ids apart from those already written); `view`: keep a live view for a console."""
         live = source_kind(cfg.source) in LIVE_KINDS
         self.resumed = prepare_resume(cfg, live) if resume else None
         if self.resumed is not None:
@@ -79,7 +79,7 @@ class Stream:
         self.disconnected = False  # a live source waiting for its camera to come back
         self.source.listeners.append(self._connection)
         # the console's live view: the recorder's H.264, or one encoded only while watched (no annotated video)
-        self.view = LiveTap() if cfg.runtime.console.port is not None else None
+        self.view = LiveTap() if view else None
         self.sinks = make_sinks(cfg, self.source, on_quit, self.resumed, mqtt, fence, self.view)
         self.metrics = Metrics()
         self.dropped: Counter[str] = Counter()
