@@ -47,12 +47,12 @@ def driver_alive(job_id: str) -> bool:
 
 
 def node_id() -> str:
-    try:
-        import ray
+    """The Ray node this worker runs on; "local" outside Ray (the class used by itself: tests, benchmarks).
+    Asked only when Ray is up: `get_runtime_context()` would otherwise start Ray, or join whatever cluster this
+    machine runs, and die with it."""
+    import ray
 
-        return ray.get_runtime_context().get_node_id()
-    except Exception:  # outside Ray (tests of the class itself)
-        return "local"
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
 
 class FleetWorker:
