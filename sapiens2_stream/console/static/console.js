@@ -58,8 +58,9 @@ function badge(state) { return '<span class="badge ' + state + '">' + state + "<
 
 function numbers(s) {
   const age = s.last_result_age_s === null ? "-" : s.last_result_age_s.toFixed(1) + " s";
+  const where = s.worker ? ", on " + s.worker + " (node " + s.node.slice(0, 8) + ")" : "";  // a fleet's camera
   return badge(s.state) + " in " + s.fps_in.toFixed(1) + " / written " + s.fps_written.toFixed(1) +
-    " frames/s, last result " + age + ", " + s.people + " in view";
+    " frames/s, last result " + age + ", " + s.people + " in view" + where;
 }
 
 async function grid() {
