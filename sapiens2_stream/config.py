@@ -212,6 +212,16 @@ class RetentionConfig:
 
 
 @dataclass
+class VirtualCameraOutput:
+    """The composite (matte over its background, else the annotated picture) as a webcam for video calls."""
+
+    enabled: bool = False
+    device: str = "auto"  # auto: the first virtual camera (/dev/videoN of v4l2loopback, OBS Virtual Camera)
+    fps: float | Literal["auto"] = "auto"  # auto: the source's rate
+    backend: str = "auto"  # a pyvirtualcam backend: v4l2loopback, obs, unitycapture (auto: the first that works)
+
+
+@dataclass
 class OutputsConfig:
     dir: str = "out"
     segment_s: float | None = None  # roll the files into time-stamped folders of this many seconds (long live runs)
@@ -222,6 +232,7 @@ class OutputsConfig:
     matting: MattingOutput = field(default_factory=MattingOutput)
     geometry: GeometryOutput = field(default_factory=GeometryOutput)
     display: bool = False
+    virtual_camera: VirtualCameraOutput = field(default_factory=VirtualCameraOutput)
     stream: StreamOutput = field(default_factory=StreamOutput)
     mqtt: MqttOutput = field(default_factory=MqttOutput)
     pose2sim: Pose2SimOutput = field(default_factory=Pose2SimOutput)

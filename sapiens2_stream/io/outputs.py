@@ -18,6 +18,7 @@ from .restream import RestreamSink
 from .segments import Segments
 from .sink import Sink
 from .videos import GREEN_SCREEN, GeometrySink, LiveViewSink, MattingSink, VideoSink, annotated, matte_composite
+from .virtualcam import VirtualCameraSink, camera_fps
 
 
 def video_names(cfg: PipelineConfig) -> list[str]:
@@ -87,12 +88,16 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None, fen
         sinks.append(LiveViewSink(source.fps, o.video, background, tap))
     shown = lambda r: annotated(r, o.video.draw, o.video.keypoint_threshold, background)  # noqa: E731
     name = cfg.source.name or cfg.name
+    if cfg.models.matting is not None:  # what a person looks at: the composite, else the annotated picture
+        render = lambda r: matte_composite(r, background) if r.alpha is not None else r.frame.rgb  # noqa: E731
+    else:
+        render = shown
     if o.display:
-        if cfg.models.matting is not None:
-            render = lambda r: matte_composite(r, background) if r.alpha is not None else r.frame.rgb  # noqa: E731
-        else:
-            render = shown
         sinks.append(DisplaySink(render, on_quit))
+    vc = o.virtual_camera
+    if vc.enabled:
+        rate = lambda: camera_fps(vc.fps, source.fps or source.rate)  # noqa: E731  (a live source: once open)
+        sinks.append(VirtualCameraSink(render, rate, vc.device, vc.backend))
     if o.stream.url:
         sinks.append(RestreamSink(o.stream.url.replace("{source}", name), source.fps, o.stream, shown))
     if mqtt is not None:
