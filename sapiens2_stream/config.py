@@ -85,7 +85,7 @@ class ModelsConfig:
 
 @dataclass
 class SmoothingConfig:
-    method: Literal["none", "kalman", "rts", "one_euro"] = "kalman"
+    method: Literal["none", "kalman", "adaptive", "rts", "one_euro"] = "adaptive"
     params: dict[str, float] = field(default_factory=dict)
     min_score: float = 0.3  # keypoints below this predict only
 

@@ -162,3 +162,76 @@ def test_tracks_end_after_max_lost_and_carry_between_detections():
     assert tracker.carry(1.5) == [] and tracker.pop_ended() == [1]
     new = tracker.update(np.array([walk(0, (0, 0), (0, 0))]), 1.6)
     assert new[0][0] == 2  # a new person, a new id
+
+
+# ------------------------------------------------------------------------------------------- adaptive (IMM)
+
+FPS = 30
+TIMES = np.arange(300) / FPS
+
+
+def walking(rng):
+    """20 keypoints of a person walking at 80 px/s with a 10 px sway, 3 px of measurement noise."""
+    truth = np.stack([100 + 80 * TIMES, 300 + 10 * np.sin(2 * np.pi * 0.8 * TIMES)], -1)[:, None]
+    truth = truth + rng.normal(0, 30, (1, 20, 2))
+    return truth, truth + rng.normal(0, 3, truth.shape)
+
+
+def turning(rng):
+    """The same at 600 px/s, reversing every half second (a triangle wave: instant turns)."""
+    phase = TIMES % 1.0
+    x = np.where(phase < 0.5, phase, 1.0 - phase) * 600
+    truth = np.stack([100 + x, 300 + 0 * x], -1)[:, None] + rng.normal(0, 30, (1, 20, 2))
+    return truth, truth + rng.normal(0, 3, truth.shape)
+
+
+def rmse(estimate, truth):
+    return float(np.sqrt(((estimate - truth)[10:] ** 2).mean()))  # after the first third of a second
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_adaptive_smooths_walking_hard_and_follows_fast_turns_at_once(seed):
+    rng = np.random.default_rng(seed)
+    truth, noisy = walking(rng)
+    raw = rmse(noisy, truth)
+    removed = {m: 1 - rmse(smooth_keypoints(noisy, None, TIMES, m), truth) / raw for m in ("kalman", "adaptive")}
+    assert removed["adaptive"] >= 0.35 and removed["kalman"] < 0.3, removed  # the fixed filter: about a quarter
+    truth, noisy = turning(rng)
+    fixed, adapted = (smooth_keypoints(noisy, None, TIMES, m) for m in ("kalman", "adaptive"))
+    assert rmse(adapted, truth) <= rmse(fixed, truth)  # no more lag than the fixed filter, in error or in frames
+    assert lag_frames(adapted[:, :, 0], truth[:, :, 0]) <= lag_frames(fixed[:, :, 0], truth[:, :, 0])
+
+
+def test_adaptive_lets_doubtful_keypoints_pull_less_and_ignores_those_under_the_threshold():
+    rng = np.random.default_rng(3)
+    truth, noisy = walking(rng)
+    wild = noisy.copy()
+    wild[150:153] += 60  # three detections 60 px off, that the model doubted
+    frames = slice(150, 153)
+
+    def run(method, score, min_score=0.3):
+        scores = np.ones(noisy.shape[:2])
+        scores[frames] = score
+        return smooth_keypoints(wild, scores, TIMES, method, min_score=min_score)[frames]
+
+    coast = run("adaptive", 0.0, min_score=1e-9)  # nothing measured there: the prediction alone
+    prediction_error = np.abs(coast - truth[frames]).max()
+    # under the threshold (0.3): not used at all, the estimate coasts on its motion
+    assert np.array_equal(run("adaptive", 0.01), coast)
+    # near-zero scores used (no threshold): they pull by less than the prediction is off by itself; the fixed
+    # filter takes them at face value and follows them most of the way
+    assert np.abs(run("adaptive", 0.05, min_score=0.0) - coast).max() < prediction_error
+    assert np.abs(run("kalman", 0.05, min_score=0.0) - coast).max() > 3 * prediction_error
+    # just over the threshold: taken with the variance r / score**2; a 60 px jump then reads as a turn, which it
+    # follows, but less far than the fixed filter
+    pulled = {m: np.abs(run(m, 0.35) - run(m, 0.0, min_score=1e-9)).max() for m in ("kalman", "adaptive")}
+    assert pulled["adaptive"] < pulled["kalman"], pulled
+
+
+def test_adaptive_online_equals_offline():
+    rng = np.random.default_rng(4)
+    _, noisy = turning(rng)
+    scores = rng.uniform(0.2, 1.0, noisy.shape[:2])
+    smoother = OnlineSmoother("adaptive", min_score=0.3)
+    online = np.stack([smoother(7, t, noisy[i], scores[i]) for i, t in enumerate(TIMES)])
+    assert np.abs(online - smooth_keypoints(noisy, scores, TIMES, "adaptive")).max() < 1e-9

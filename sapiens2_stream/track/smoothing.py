@@ -5,6 +5,11 @@
   predict, so a bad frame does not pull the track.
 - `rts`: the same filter followed by a Rauch-Tung-Striebel backward pass: zero lag, for recorded video.
 - `one_euro`: the One Euro filter (speed-adaptive low-pass; `min_cutoff` Hz, `beta`, `d_cutoff` Hz).
+- `adaptive`: an interacting multiple model (IMM) of two constant-velocity Kalman filters per coordinate, one for
+  steady motion (`q_steady`: smooths walking hard) and one for manoeuvres (`q_turn`: follows a sudden turn at once),
+  mixed by how well each explains the measurements (`switch`: the chance per frame of changing model); and a
+  measurement variance that follows the keypoint's score (`r / score**2`), so a doubtful keypoint pulls less.
+  Keypoints under `min_score` are not used at all: the estimate coasts on its motion.
 
 Time steps come from the timestamps, never from an assumed frame rate. Results equal filterpy's KalmanFilter
 and rts_smoother run one coordinate at a time (tested), at a fraction of the cost.
@@ -20,6 +25,7 @@ DEFAULTS = {
     "kalman": {"q": 1e6, "r": 4.0, "v0": 1e4},
     "rts": {"q": 1e6, "r": 4.0, "v0": 1e4},
     "one_euro": {"min_cutoff": 1.0, "beta": 0.05, "d_cutoff": 1.0},
+    "adaptive": {"q_steady": 1e2, "q_turn": 3e6, "r": 6.0, "v0": 1e4, "switch": 0.005},
 }
 MIN_DT = 1e-6
 
@@ -52,16 +58,18 @@ def kalman_predict(x: np.ndarray, p: np.ndarray, dt: float, q: float) -> tuple[n
 
 
 def kalman_update(
-    x: np.ndarray, p: np.ndarray, z: np.ndarray, r: float, valid: np.ndarray
+    x: np.ndarray, p: np.ndarray, z: np.ndarray, r: float | np.ndarray, valid: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Measurement z [...] of the position; only where `valid`. Joseph form, as filterpy."""
+    """Measurement z [...] of the position, of variance r (a number, or one per coordinate); only where `valid`.
+    Joseph form, as filterpy."""
+    r = np.asarray(r, np.float64)
     s = p[..., 0, 0] + r
     k = p[..., :, 0] / s[..., None]  # [..., 2]
     y = z - x[..., 0]
     x_new = x + k * y[..., None]
     i_kh = np.broadcast_to(np.eye(2), p.shape).copy()
     i_kh[..., :, 0] -= k
-    p_new = i_kh @ p @ np.swapaxes(i_kh, -1, -2) + r * k[..., :, None] * k[..., None, :]
+    p_new = i_kh @ p @ np.swapaxes(i_kh, -1, -2) + r[..., None, None] * k[..., :, None] * k[..., None, :]
     return np.where(valid[..., None], x_new, x), np.where(valid[..., None, None], p_new, p)
 
 
@@ -126,6 +134,60 @@ def rts_backward(xs: np.ndarray, ps: np.ndarray, xp: np.ndarray, pp: np.ndarray,
     return out
 
 
+class AdaptiveKalman:
+    """The `adaptive` method's state for coordinates of any shape: per model (steady, turn) a position-velocity
+    state and covariance, and the models' probabilities. Causal; `step` per frame."""
+
+    def __init__(self, shape: tuple, q_steady: float, q_turn: float, r: float, v0: float, switch: float) -> None:
+        self.q = (q_steady, q_turn)
+        self.r, self.v0 = r, v0
+        self.pi = np.array([[1 - switch, switch], [switch, 1 - switch]])  # model i -> j per frame
+        self.x = np.zeros((2, *shape, 2))
+        self.p = np.zeros((2, *shape, 2, 2))
+        self.mu = np.full((2, *shape), 0.5)
+        self.started = np.zeros(shape, bool)
+
+    def step(self, z: np.ndarray, scores: np.ndarray, valid: np.ndarray, dt: float | None) -> np.ndarray:
+        """One frame: measurements z, their scores (the variance is r / score**2) and which to use; returns the
+        combined position estimate."""
+        x, p, mu = self.x, self.p, self.mu
+        if dt is not None:  # mix the models' states by how likely each switched into the other, then predict
+            c = np.einsum("ij,i...->j...", self.pi, mu)
+            pi = self.pi.reshape(2, 2, *([1] * (mu.ndim - 1)))
+            w = pi * mu[:, None] / np.maximum(c[None], 1e-300)  # [i, j, ...]: P(model i before | model j now)
+            x0 = np.einsum("ij...,i...k->j...k", w, x)
+            d = x[:, None] - x0[None]  # [i, j, ..., 2]
+            p0 = np.einsum("ij...,i...kl->j...kl", w, p) + np.einsum("ij...,ij...k,ij...l->j...kl", w, d, d)
+            for j in range(2):
+                x[j], p[j] = kalman_predict(x0[j], p0[j], dt, self.q[j])
+            mu = c
+        r = self.r / np.clip(scores, 1e-3, 1.0) ** 2
+        start = valid & ~self.started
+        x[:, start, 0], x[:, start, 1] = z[start], 0.0
+        p[:, start] = np.array([[self.r, 0.0], [0.0, self.v0]])
+        use = valid & self.started
+        likelihood = np.ones_like(mu)
+        for j in range(2):
+            s = p[j, ..., 0, 0] + r
+            y = z - x[j, ..., 0]
+            likelihood[j] = np.exp(-0.5 * y * y / s) / np.sqrt(2 * math.pi * s)
+            x[j], p[j] = kalman_update(x[j], p[j], z, r, use)
+        weighted = mu * np.where(use, likelihood, 1.0)
+        total = weighted.sum(0)
+        self.mu = np.where(total > 1e-300, weighted / np.maximum(total, 1e-300), mu)
+        self.started |= start
+        x[:, ~self.started, 0] = z[~self.started]
+        self.x, self.p = x, p
+        return np.einsum("j...,j...->...", self.mu, x[..., 0])
+
+
+def adaptive(z: np.ndarray, scores: np.ndarray, valid: np.ndarray, times: np.ndarray, **params: float) -> np.ndarray:
+    """The `adaptive` filter over T steps of independent coordinates [T, ...]."""
+    state = AdaptiveKalman(z.shape[1:], **params)
+    dts = _dts(times)
+    return np.stack([state.step(z[t], scores[t], valid[t], dts[t - 1] if t else None) for t in range(len(z))])
+
+
 def one_euro_step(
     x_hat: np.ndarray, dx_hat: np.ndarray, z: np.ndarray, valid: np.ndarray, dt: float,
     min_cutoff: float, beta: float, d_cutoff: float,
@@ -164,8 +226,9 @@ def smooth_keypoints(
 ) -> np.ndarray:
     """Smooth one track: keypoints [T, K, 2], scores [T, K], times [T] seconds -> [T, K, 2].
 
-    `method`: "kalman" (online, causal), "rts" (offline, zero lag), "one_euro" or "none". `params` override
-    the defaults in `DEFAULTS` (kalman/rts: q, r, v0; one_euro: min_cutoff, beta, d_cutoff).
+    `method`: "kalman" (online, causal), "adaptive" (online, causal), "rts" (offline, zero lag), "one_euro" or
+    "none". `params` override the defaults in `DEFAULTS` (kalman/rts: q, r, v0; adaptive: q_steady, q_turn, r, v0,
+    switch; one_euro: min_cutoff, beta, d_cutoff).
     """
     kp = np.asarray(keypoints, np.float64)
     if kp.ndim != 3 or kp.shape[-1] != 2:
@@ -178,7 +241,7 @@ def smooth_keypoints(
     sc = np.ones((t_len, k)) if scores is None else np.asarray(scores, np.float64)
     valid = np.repeat((sc >= min_score)[..., None], 2, axis=-1) & np.isfinite(kp)
     if method not in DEFAULTS:
-        raise ValueError(f"unknown smoothing method {method!r}; use kalman, rts, one_euro or none")
+        raise ValueError(f"unknown smoothing method {method!r}; use kalman, adaptive, rts, one_euro or none")
     unknown = set(params) - set(DEFAULTS[method])
     if unknown:
         raise ValueError(f"unknown {method} parameters {sorted(unknown)}; known: {sorted(DEFAULTS[method])}")
@@ -186,6 +249,8 @@ def smooth_keypoints(
     z = np.where(np.isfinite(kp), kp, 0.0)
     if method == "one_euro":
         return one_euro(z, valid, times, p["min_cutoff"], p["beta"], p["d_cutoff"])
+    if method == "adaptive":
+        return adaptive(z, np.repeat(sc[..., None], 2, axis=-1), valid, times, **p)
     xs, ps, xp, pp = kalman_forward(z, valid, times, p["q"], p["r"], p["v0"])
     if method == "kalman":
         return xs[..., 0]
@@ -218,6 +283,12 @@ class OnlineSmoother:
                 self.state[track_id] = {"t": t, "x": z.copy(), "dx": np.zeros_like(z)}
                 return z.copy()
             st["x"], st["dx"] = one_euro_step(st["x"], st["dx"], z, valid, dt, **self.params)
+        elif self.method == "adaptive":
+            if st is None:
+                st = self.state[track_id] = {"filter": AdaptiveKalman(z.shape, **self.params)}
+            sc = np.repeat(np.asarray(scores, np.float64)[:, None], 2, axis=1)
+            st["t"] = t
+            return st["filter"].step(z, sc, valid, dt)
         else:
             if st is None:
                 st = {
