@@ -345,12 +345,14 @@ def test_ray_local_starts_its_own_instance_beside_a_running_cluster(cluster):
     """`--ray local` on a machine where a Ray cluster already runs (another user's, another test's) must not join
     it: Ray's own default for a bare init is to connect to the machine's current cluster."""
     ray_cluster, _ = cluster
-    code = ("from sapiens2_stream.runtime.ray_layer import connect; "
-            "print('GCS', connect('local').get_runtime_context().gcs_address)")  # fmt: skip
+    code = ("import os; from sapiens2_stream.runtime.ray_layer import connect; ray = connect('local'); "
+            "print('GCS', ray.get_runtime_context().gcs_address); "
+            "print('NICE', ray.get(ray.remote(lambda: os.nice(0)).remote()))")  # fmt: skip
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
-    gcs = next(line.split()[1] for line in done.stdout.splitlines() if line.startswith("GCS"))
-    assert gcs != ray_cluster.address
+    said = dict(line.split(maxsplit=1) for line in done.stdout.splitlines() if line.startswith(("GCS", "NICE")))
+    assert said["GCS"] != ray_cluster.address
+    assert said["NICE"] == "0"  # its workers at the normal priority (Ray's default, 15, starves them when busy)
 
 
 def descendants(pid: int) -> list[int]:

@@ -22,10 +22,13 @@ def connect(address: str, detect_s: float | None = None):
     # a named namespace: the fleet's workers are detached actors, which Ray keeps out of anonymous namespaces
     options: dict = {"include_dashboard": False, "log_to_driver": False, "namespace": "sapiens2-stream"}
     if address == "local":
+        # Ray starts its workers at niceness 15, so on a machine doing anything else the models starve; here the
+        # workers are the machine's main work
+        options["_system_config"] = {"worker_niceness": 0}
         if detect_s is not None:
             period_ms = max(200, int(detect_s * 1000 / 4))
-            options["_system_config"] = {"health_check_period_ms": period_ms, "health_check_timeout_ms": period_ms,
-                                         "health_check_failure_threshold": 3}  # fmt: skip
+            options["_system_config"] |= {"health_check_period_ms": period_ms, "health_check_timeout_ms": period_ms,
+                                          "health_check_failure_threshold": 3}  # fmt: skip
         if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0":
             options["_node_ip_address"] = "127.0.0.1"
     try:
