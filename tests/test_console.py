@@ -151,6 +151,7 @@ def test_snapshot_and_mjpeg_are_the_annotated_picture(console):
 def test_sources_added_and_removed_while_running_keep_every_rule(console):
     port, out, _ = console
     new = {"name": "b", "uri": OTHER}
+    added = time.time()
     status, _, body = call(port, "/api/v1/sources", "POST", new)
     assert status == 201 and json.loads(body)["name"] == "b"
     assert call(port, "/api/v1/sources", "POST", new)[0] == 409  # the name is taken
@@ -170,6 +171,12 @@ def test_sources_added_and_removed_while_running_keep_every_rule(console):
     status, _, _ = call(port, "/api/v1/sources", "POST", new)  # the name is free again: a new run in b/
     assert status == 201
     call(port, "/api/v1/sources/b", "DELETE")
+    # a was not disturbed: no gap while b came and went over 1 s or 1.5 times its largest in the 5 s before
+    walls = [r["wall"] for r in lines(out / "a" / "results.jsonl")]
+    before = [w for w in walls if added - 5 < w < added]
+    during = [w for w in walls if w >= added - 0.5]
+    usual = max(b - a for a, b in zip(before, before[1:], strict=False))
+    assert max(b - a for a, b in zip(during, during[1:], strict=False)) < max(1.0, 1.5 * usual)
 
 
 def test_recordings_with_byte_ranges_and_keypoints_between_two_times(console):
