@@ -124,10 +124,17 @@ class LiveTap:
             return
         fragment, self.fragment = bytes(self.fragment), bytearray()
         key = self.keyframes.pop(0) if self.keyframes else False
-        self.sent += 1
-        self.gop = [(self.sent, fragment)] if key else [*self.gop, (self.sent, fragment)]
+        self._keep_fragment(self.sent + 1, fragment, key)
         if self.loop is not None and self.viewers:
             self.loop.call_soon_threadsafe(self._fan_out, fragment, key, self.sent)
+
+    def _keep_fragment(self, number: int, fragment: bytes, key: bool) -> None:
+        """Number the fragment and keep it with those since the latest keyframe, which a joining viewer starts
+        with (under the lock)."""
+        self.sent = number
+        if key:
+            self.gop = []
+        self.gop.append((number, fragment))
 
     def close(self) -> None:
         with self.lock:

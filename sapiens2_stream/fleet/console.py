@@ -70,8 +70,7 @@ class Relay(LiveTap):
                 self._fan_out(self.init, True, self.sent)
             for i, (number, fragment) in enumerate(got["fragments"]):
                 key = got["from_keyframe"] and i == 0
-                self.sent = number
-                self.gop = [(number, fragment)] if key else [*self.gop, (number, fragment)]
+                self._keep_fragment(number, fragment, key)
                 self._fan_out(fragment, key, number)
 
 
