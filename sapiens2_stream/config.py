@@ -90,6 +90,26 @@ class SmoothingConfig:
     min_score: float = 0.3  # keypoints below this predict only
 
 
+Mode = Literal["auto", "on", "off"]
+
+
+@dataclass
+class TemporalConfig:
+    """Steady dense outputs over time (the README's "Steady video"): per output `auto` (on for live sources and
+    videos, off for photo folders), `on` or `off`; the parameters are shared by all of them."""
+
+    alpha: Mode = "auto"  # the matte (composite, alpha video, virtual camera)
+    seg: Mode = "auto"  # part labels
+    normal: Mode = "auto"
+    pointmap: Mode = "auto"  # its depth, the points moving along their rays
+    new_weight: float = 0.4  # the new frame's share where the history is trusted (1: no smoothing)
+    tau: float = 0.02  # picture difference (0-1 grey) at which the history's trust falls to 1/e
+    margin: float = 0.1  # part labels: the probability lead a new class needs to take a pixel from the old one
+    flow_width: int = 320  # the optical flow's picture width (pixels)
+    width: int = 640  # matte, normals, depth wider than this are filtered at this width, the change enlarged
+    seg_width: int = 256  # part labels are steadied on class probabilities this wide (the cost grows with its square)
+
+
 @dataclass
 class MetricsConfig:
     """Prometheus metrics at /metrics and a health check at /healthz."""
@@ -259,6 +279,7 @@ class PipelineConfig:
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
     models: ModelsConfig = field(default_factory=ModelsConfig)
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
+    temporal: TemporalConfig = field(default_factory=TemporalConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
     fleet: FleetConfig = field(default_factory=FleetConfig)
@@ -538,3 +559,19 @@ def check_config(config: PipelineConfig, origin: str) -> None:
         fail("outputs.video.draw lists matting but models.matting is not enabled")
     if "seg" in config.outputs.video.draw and config.models.seg is None:
         fail("outputs.video.draw lists seg but models.seg is not enabled")
+    check_temporal(config.temporal, config.models, fail)
+
+
+TEMPORAL_MODELS = {"alpha": "matting", "seg": "seg", "normal": "normal", "pointmap": "pointmap"}  # output -> model
+
+
+def check_temporal(t: TemporalConfig, models: ModelsConfig, fail: typing.Callable[[str], None]) -> None:
+    for output, model in TEMPORAL_MODELS.items():
+        if getattr(t, output) == "on" and getattr(models, model) is None:
+            fail(f"temporal.{output} is on but models.{model} is not enabled (use auto or off)")
+    if not 0 < t.new_weight <= 1:
+        fail("temporal.new_weight must be above 0 and at most 1 (the new frame's share; 1: no smoothing)")
+    if t.tau <= 0 or t.margin < 0:
+        fail("temporal.tau must be above 0 and temporal.margin at least 0")
+    if t.flow_width < 32 or t.width < 32 or t.seg_width < 16:
+        fail("temporal.flow_width and temporal.width must be at least 32, temporal.seg_width at least 16 (pixels)")

@@ -73,13 +73,15 @@ def prepare_frames(
 
 
 def to_frames(
-    maps: torch.Tensor, frames: FrameBatch, fn: Callable[[torch.Tensor], torch.Tensor] | None = None
-) -> list[torch.Tensor]:
-    """Cut each [C, H, W] output to its frame's content, resize bilinearly to the frame size, apply `fn`.
+    maps: torch.Tensor, frames: FrameBatch, fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    sizes: list[tuple[int, int]] | None = None,
+) -> list[torch.Tensor]:  # fmt: skip
+    """Cut each [C, H, W] output to its frame's content, resize bilinearly to the frame size (or to `sizes`),
+    apply `fn`.
 
     One batched call when all frames share content box and size; otherwise one call per frame.
     """
-    items = list(zip(frames.content, frames.source_sizes, strict=True))
+    items = list(zip(frames.content, sizes or frames.source_sizes, strict=True))
 
     def resize(x: torch.Tensor, box: Box, size: tuple[int, int]) -> torch.Tensor:
         top, left, h, w = box
@@ -98,6 +100,19 @@ def seg_labels(logits: torch.Tensor, frames: FrameBatch, return_scores: bool = F
     out = to_frames(logits.float(), frames)
     labels = [x.argmax(0) for x in out]
     return list(zip(labels, out, strict=True)) if return_scores else labels
+
+
+def reduced_size(size: tuple[int, int], width: int) -> tuple[int, int]:
+    """(h, w) of a frame of `size` scaled to `width` pixels wide (never enlarged), its aspect kept."""
+    h, w = size
+    return (h, w) if w <= width else (max(1, round(h * width / w)), width)
+
+
+def seg_probabilities(logits: torch.Tensor, frames: FrameBatch, width: int) -> list[torch.Tensor]:
+    """Per frame: [C, h, w] float32 class probabilities of the frame at `width` pixels wide (what the temporal
+    filter of part labels works on: 29 classes at full size would cost too much to move and to filter)."""
+    sizes = [reduced_size(size, width) for size in frames.source_sizes]
+    return to_frames(logits.float(), frames, lambda x: torch.softmax(x, dim=1), sizes)
 
 
 def unit_normals(normals: torch.Tensor, frames: FrameBatch) -> list[torch.Tensor]:

@@ -14,7 +14,7 @@ from ..errors import Sapiens2StreamError
 from ..io.sources import Frame
 from ..models import load_model, pose_metadata, seg_metadata
 from ..processing import crop_persons, decode_heatmaps, mattes, merge_flip, prepare_frames, with_flipped
-from ..processing.dense import metric_pointmaps, seg_labels, unit_normals
+from ..processing.dense import metric_pointmaps, seg_labels, seg_probabilities, unit_normals
 from .device import compile_model, pad_to_bucket, transfers_for
 
 TASKS = ("pose", "seg", "matting", "normal", "pointmap")  # the order a batch launches them in
@@ -46,6 +46,7 @@ class FrameResult:
     source: str = ""  # the source's name (several sources), set when the result is delivered
     ended_tracks: list[int] = field(default_factory=list)
     seg: np.ndarray | None = None  # [H, W] uint8 class labels
+    seg_probabilities: np.ndarray | None = None  # [C, h, w] float32 at temporal.seg_width, for the temporal filter
     alpha: np.ndarray | None = None  # [H, W] float32 in [0, 1]
     foreground: np.ndarray | None = None  # [H, W, 3] float32 premultiplied RGB in [0, 1]
     normals: np.ndarray | None = None  # [H, W, 3] float32 unit vectors
@@ -72,11 +73,14 @@ class InferenceEngine:
     """
 
     def __init__(
-        self, models: dict[str, ModelConfig], device: torch.device, dtype: torch.dtype, compiled: bool = False
-    ) -> None:
-        """`compiled`: run torch.compile'd models on batches padded to a few bucket sizes (static shapes)."""
+        self, models: dict[str, ModelConfig], device: torch.device, dtype: torch.dtype, compiled: bool = False,
+        seg_width: int | None = None,
+    ) -> None:  # fmt: skip
+        """`compiled`: run torch.compile'd models on batches padded to a few bucket sizes (static shapes);
+        `seg_width`: also give the seg model's class probabilities at this width (for the temporal filter)."""
         self.cfg = models
         self.compiled = compiled
+        self.seg_width = seg_width
         self.device, self.dtype = device, dtype
         self.models = {}
         for task in TASKS:
@@ -169,7 +173,11 @@ class InferenceEngine:
                                     dtype=self.dtype)  # fmt: skip
             out = self._forward(task, frames.pixel_values, flip)
             if task == "seg":
-                outputs += [{"seg": labels.to(torch.uint8)} for labels in seg_labels(out["logits"], frames)]
+                labels = [{"seg": x.to(torch.uint8)} for x in seg_labels(out["logits"], frames)]
+                if self.seg_width is not None:
+                    for item, p in zip(labels, seg_probabilities(out["logits"], frames, self.seg_width), strict=True):
+                        item["seg_probabilities"] = p
+                outputs += labels
             elif task == "matting":
                 outputs += [
                     {"alpha": a[0], "foreground": f.permute(1, 2, 0)}

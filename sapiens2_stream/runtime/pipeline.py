@@ -63,7 +63,8 @@ def load_models(cfg: PipelineConfig) -> LoadedModels:
     device = resolve_device(rt.device)
     dtype, reason = resolve_dtype(rt.dtype, device)
     compiled = rt.compile == "on" or (rt.compile == "auto" and device.type == "cuda")
-    engine = InferenceEngine(cfg.enabled_models(), device, dtype, compiled)
+    seg_width = cfg.temporal.seg_width if cfg.temporal.seg != "off" else None  # the part labels' temporal filter
+    engine = InferenceEngine(cfg.enabled_models(), device, dtype, compiled, seg_width)
     detector = make_detector(cfg.detector, str(device))
     return LoadedModels(device, dtype, reason, engine, detector,
                         ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-detect"))  # fmt: skip

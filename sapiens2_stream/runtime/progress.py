@@ -73,14 +73,25 @@ def format_source(summary: dict) -> list[str]:
     if summary["corrupt_skipped"]:
         lines.append(f"skipped {summary['corrupt_skipped']} undecodable packets or images")
     lines.extend(f"frames {c}" for c in summary.get("conversions", []))
+    if "temporal" in summary:
+        lines.append(format_temporal(summary["temporal"]))
     for stage, v in summary["stage_ms_per_frame"].items():
-        lines.append(f"  {stage:7s} p50 {v['p50']:8.1f} ms/frame   p95 {v['p95']:8.1f}")
+        lines.append(f"  {stage:8s} p50 {v['p50']:8.1f} ms/frame   p95 {v['p95']:8.1f}")
     age = summary["frame_age_ms"]
     lines.append(f"frame age (arrival to written) p50 {age['p50']} ms, p95 {age['p95']} ms, max {age['max']} ms")
     if "error" in summary:
         lines.append(f"failed: {summary['error']}")
     lines.extend(f"note: {e}" for e in summary["events"])
     return lines
+
+
+def format_temporal(temporal: dict) -> str:
+    """The temporal filter's line: what ran, its cost per frame, how often the history was dropped."""
+    outputs = {k: v for k, v in temporal.items() if isinstance(v, dict)}
+    parts = ", ".join(f"{k} {v['ms_per_frame']} ms" for k, v in outputs.items())
+    resets = max(v["resets"] for v in outputs.values())
+    return (f"steady over time: {parts} per frame, flow {temporal['flow_ms_per_frame']} ms; "
+            f"history dropped {resets} times (cuts, light jumps, moves the flow could not follow)")  # fmt: skip
 
 
 def format_summary(summary: dict) -> str:

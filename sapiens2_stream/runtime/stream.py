@@ -32,6 +32,7 @@ from ..track import OnlineSmoother, Tracker
 from .inference import FrameResult, Person
 from .metrics import Metrics
 from .resume import prepare_resume
+from .steady import SteadyOutputs, steady_outputs
 
 END = object()
 LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames were dropped for want of time
@@ -63,6 +64,8 @@ class Stream:
         self.tracker.next_id = max(self.tracker.next_id, first_track)
         sm = cfg.smoothing
         self.smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
+        steady = steady_outputs(cfg)
+        self.steady = SteadyOutputs(cfg.temporal, steady) if steady else None  # the dense outputs' temporal filter
         every = cfg.detector.every
         self.detect_countdown = 0  # frames until the detector runs again
         if self.resumed is not None:
@@ -273,6 +276,10 @@ class Stream:
             self.source.stats.events.append(str(e))
 
     def _write(self, result: FrameResult, on_result: Callable | None) -> None:
+        if self.steady is not None:
+            start = time.perf_counter()
+            self.steady.apply(result)
+            self.metrics.stage("temporal", (time.perf_counter() - start) * 1e3)
         if result.replayed:
             for sink in self.sinks:
                 if sink.redraw:
@@ -372,6 +379,7 @@ class Stream:
             "under_load_share": round(self.behind_s / elapsed, 3) if self.live else 0.0,
             "detector": {"every": self.cfg.detector.every, "frames_detected": self.detected},
             **({"outputs": outputs} if (outputs := self.output_stats()) else {}),
+            **({"temporal": self.steady.summary()} if self.steady is not None else {}),
             **extra,
             "events": (s.events + extra.get("events", []))[-10:],
         }
