@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import time
@@ -24,6 +25,16 @@ def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) 
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def main_with_figure(run: Callable[[], list[dict]], save: Callable[[str], None], flag: str, what: str) -> None:
+    """A benchmark module's command line: print its table, and with `--FLAG PATH` also save its figure there."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument(f"--{flag}", help=f"also save {what} to this file")
+    path = getattr(parser.parse_args(), flag)
+    print_table(run())
+    if path:
+        save(path)
 
 
 def print_table(rows: list[dict]) -> None:

@@ -5,14 +5,13 @@ Run: `python -m benchmarks.smoothing [--plot docs/smoothing.png]`.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 from filterpy.common import Q_discrete_white_noise
 from filterpy.kalman import KalmanFilter
 
-from benchmarks.common import print_table
+from benchmarks.common import main_with_figure
 from sapiens2_stream.track import OnlineSmoother, smooth_keypoints
 from sapiens2_stream.track.smoothing import DEFAULTS
 
@@ -99,9 +98,4 @@ def plot(path: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--plot", help="also save a plot of raw vs smoothed tracks to this file")
-    args = parser.parse_args()
-    print_table(run())
-    if args.plot:
-        plot(args.plot)
+    main_with_figure(run, plot, "plot", "a plot of raw vs smoothed tracks")

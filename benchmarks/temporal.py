@@ -13,12 +13,11 @@ README's before/after strip (the synthetic matte video of tests/test_temporal.py
 
 from __future__ import annotations
 
-import time
-
 import cv2
 import numpy as np
 import torch
 
+from benchmarks.common import main_with_figure, median_seconds
 from sapiens2_stream.config import TemporalConfig
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.runtime.inference import FrameResult, Person
@@ -64,15 +63,10 @@ def person_parts(size: tuple[int, int], rng) -> np.ndarray:
 
 
 def per_frame(call, frames: list) -> float:
-    """The median seconds of a call after the first (which only stores its history): a busy machine's pauses
-    would otherwise swing the mean."""
-    call(0)
-    times = []
-    for i in range(1, len(frames)):
-        start = time.perf_counter()
-        call(i)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    """The median seconds of `call(i)` over the frames after the first (which only stores its history): a busy
+    machine's pauses would otherwise swing the mean."""
+    index = iter(range(len(frames)))
+    return median_seconds(lambda: call(next(index)), repeats=len(frames) - 1, warmup=1)
 
 
 def api_rows(rng) -> list[dict]:
@@ -167,13 +161,4 @@ def picture(path: str) -> None:
 
 
 if __name__ == "__main__":
-    import argparse
-
-    from benchmarks.common import print_table
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--picture", help="also save the before/after strip of the README to this file")
-    args = parser.parse_args()
-    print_table(run())
-    if args.picture:
-        picture(args.picture)
+    main_with_figure(run, picture, "picture", "the before/after strip of the README")
