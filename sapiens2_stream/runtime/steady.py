@@ -23,6 +23,7 @@ import numpy as np
 
 from ..config import TEMPORAL_MODELS, PipelineConfig, TemporalConfig
 from ..io.sources import source_kind
+from ..processing.dense import reduced_size
 from ..temporal import DenseStabilizer, Motion, refined_alpha, unit_vectors
 from .inference import FrameResult
 
@@ -82,7 +83,7 @@ class SteadyOutputs:
         h, w = value.shape[:2]
         if w <= self.width:
             return stab(frame, value)
-        size = (self.width, max(1, round(h * self.width / w)))
+        size = reduced_size((h, w), self.width)[::-1]  # (w, h), as OpenCV takes sizes
         if self.small_frame is None:
             self.small_frame = cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
         small = cv2.resize(value, size, interpolation=cv2.INTER_AREA)
