@@ -2,6 +2,7 @@
 
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -202,10 +203,35 @@ def test_normals_and_depth_videos_and_per_frame_maps(tmp_path, tiny_dir, clip):
             first = next(video.decode(video=0)).to_ndarray(format="rgb24")
         assert np.abs(blocks(first) - blocks(expected)).mean() < 5, name  # about 2-3; shifted by 8 px: 11-20
 
+
+def _quiet_ports():
+    """Ports no other process is handed meanwhile: above Ray's worker ports (10002-19999) and below the kernel's
+    ephemeral range, from which every bind to port 0 (Ray's gRPC servers, any client) draws. A port taken from the
+    ephemeral range can be given to such a process before the server under test binds it (seen in CI: the console's
+    port answered in gRPC). Walked in order from a random start, so two calls in one test never return the same."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    if low <= 20000 + 100:
+        while True:
+            yield 0
+    span = low - 20000
+    start = random.randrange(span)
+    for i in range(span):
+        yield 20000 + (start + i) % span
+
+
+QUIET_PORTS = _quiet_ports()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 that is free now and that no process binding port 0 will take before the test uses it."""
+    for port in QUIET_PORTS:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free port left below the ephemeral range")
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, what: str) -> subprocess.Popen:
