@@ -47,11 +47,10 @@ class PipelineBackend:
         return describe(stream, self.rates)
 
     async def remove(self, name: str) -> bool:
-        stream = next((s for s in self.pipeline.streams if s.name == name and not s.closed), None)
+        stream = self.pipeline.running(name)
         if stream is None:
             return False
-        stream.stop_taking()
-        self.pipeline.work.set()
+        self.pipeline.stop_source(stream)
         while not stream.closed:
             await asyncio.sleep(0.05)
         self.removed.add(name)

@@ -50,14 +50,30 @@ def state(stream) -> str:
     return "reconnecting" if stream.disconnected else "live"
 
 
-def describe(stream, rates: Rates) -> dict:
-    fps_in, fps_written = rates.of(stream.name)
-    now = time.time()
+def counters(stream) -> dict:
+    """A stream's running counts, as a pipeline's console shows them and a fleet worker reports them."""
     return {
-        "name": stream.name, "uri": without_credentials(stream.cfg.source.uri), "state": state(stream),
-        "fps_in": fps_in, "fps_written": fps_written, "frames_in": stream.source.stats.frames,
-        "frames_out": stream.metrics.frames_out, "dropped": dict(stream.dropped),
-        "reconnects": stream.source.stats.reconnects,
-        "last_result_age_s": None if stream.last_written is None else round(now - stream.last_written, 3),
+        "frames_in": stream.source.stats.frames, "frames_out": stream.metrics.frames_out,
+        "dropped": dict(stream.dropped), "reconnects": stream.source.stats.reconnects,
         "last_frame": stream.last_frame, "people": stream.last_people,
     }  # fmt: skip
+
+
+def source_status(name: str, uri: str, state: str, counts: dict, rates: Rates, result_age_s: float | None) -> dict:
+    """One source as `/api/v1/sources` lists it; the same shape from one pipeline and from a fleet's driver, which
+    adds where the camera runs. `counts`: as `counters` gives them (a camera not reported yet: empty)."""
+    fps_in, fps_written = rates.of(name)
+    return {
+        "name": name, "uri": uri, "state": state, "fps_in": fps_in, "fps_written": fps_written,
+        "frames_in": counts.get("frames_in", 0), "frames_out": counts.get("frames_out", 0),
+        "dropped": counts.get("dropped", {}), "reconnects": counts.get("reconnects", 0),
+        "last_result_age_s": None if result_age_s is None else round(result_age_s, 3),
+        "last_frame": counts.get("last_frame"), "people": counts.get("people", 0),
+    }  # fmt: skip
+
+
+def describe(stream, rates: Rates) -> dict:
+    """A source of this pipeline as the console lists it."""
+    age = None if stream.last_written is None else time.time() - stream.last_written
+    return source_status(stream.name, without_credentials(stream.cfg.source.uri), state(stream), counters(stream),
+                         rates, age)  # fmt: skip

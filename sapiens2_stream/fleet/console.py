@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import SourceConfig
 from ..console.live import LiveTap
-from ..console.status import Rates
+from ..console.status import Rates, source_status
 
 RELAY_POLL_S = 0.05  # how often a watched camera's relay asks its worker
 CALL_TIMEOUT_S = 5.0
@@ -100,16 +100,10 @@ class FleetBackend:
         if where is None:
             return None
         c = self.camera_stats(name) or {}
-        fps_in, fps_written = self.rates.of(name)
-        owned = fleet.owner_alive(name)
-        return {
-            "name": name, "uri": c.get("uri", ""), "state": c.get("state", "starting") if owned else "no owner",
-            "fps_in": fps_in, "fps_written": fps_written, "frames_in": c.get("frames_in", 0),
-            "frames_out": c.get("frames_out", 0), "dropped": c.get("dropped", {}), "reconnects": c.get("reconnects", 0),
-            "last_result_age_s": round(fleet.result_age(name, time.time()), 3) if name in fleet.result_wall else None,
-            "last_frame": c.get("last_frame"), "people": c.get("people", 0),
-            "worker": where["worker"], "node": where["node_id"], "epoch": where["epoch"],
-        }  # fmt: skip
+        state = c.get("state", "starting") if fleet.owner_alive(name) else "no owner"
+        age = fleet.result_age(name, time.time()) if name in fleet.result_wall else None
+        return {**source_status(name, c.get("uri", ""), state, c, self.rates, age),
+                "worker": where["worker"], "node": where["node_id"], "epoch": where["epoch"]}  # fmt: skip
 
     def running(self) -> list[SourceConfig]:
         return self.fleet.camera_sources()

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import PipelineConfig, SourceConfig, from_dict
-from ..console.status import state, without_credentials
+from ..console.status import counters, state, without_credentials
 from ..errors import Sapiens2StreamError
 from .record import added_sources, assigned_to, continuation, fence_for
 
@@ -176,12 +176,10 @@ class FleetWorker:
         cameras = {}
         for s in self.running().values():
             cameras[s.name] = {
-                "epoch": self.epochs[s.name], "frames_in": s.source.stats.frames, "frames_out": s.metrics.frames_out,
+                "epoch": self.epochs[s.name], **counters(s),
                 "processed": s.processed, "processed_fps": round(s.processed / s.seconds(), 2),
-                "dropped": dict(s.dropped), "reconnects": s.source.stats.reconnects,
                 "result_age_s": None if s.last_written is None else round(now - s.last_written, 3),
-                "state": "fenced" if s.fenced else state(s), "people": s.last_people, "last_frame": s.last_frame,
-                "uri": without_credentials(s.cfg.source.uri),
+                "state": "fenced" if s.fenced else state(s), "uri": without_credentials(s.cfg.source.uri),
                 "recording": str(s.view.recording) if s.view is not None and s.view.recording else None,
             }  # fmt: skip
         return {**self.info(), "worker": self.name, "cameras": cameras}

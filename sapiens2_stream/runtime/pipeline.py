@@ -242,7 +242,7 @@ class Pipeline:
         see Stream."""
         if self.loop is None or self.stop.is_set():
             raise Sapiens2StreamError("the pipeline is not running; sources can be added only while it runs")
-        if any(s.name == source.name and not s.closed for s in self.streams):
+        if self.running(source.name) is not None:
             raise Sapiens2StreamError(f"a source named {source.name!r} is already running")
         stream = self.make_stream(source, fence, first_track)
 
@@ -269,14 +269,23 @@ class Pipeline:
     def remove_source(self, name: str, timeout: float = 60.0) -> dict:
         """Stop a running source (from any thread): it stops reading, what the models took is written, its
         outputs are closed complete; the others are not disturbed. Returns its summary."""
-        stream = next((s for s in self.streams if s.name == name and not s.closed), None)
+        stream = self.running(name)
         if stream is None or self.loop is None:
             raise Sapiens2StreamError(f"no running source named {name!r}")
-        self.loop.call_soon_threadsafe(stream.stop_taking)
+        self.loop.call_soon_threadsafe(self.stop_source, stream)
         deadline = time.monotonic() + timeout
         while not stream.closed and time.monotonic() < deadline:
             time.sleep(0.02)
         return stream.summary(self.metrics, {})
+
+    def running(self, name: str) -> Stream | None:
+        """The source of that name while it runs; None once it has closed (or was never added)."""
+        return next((s for s in self.streams if s.name == name and not s.closed), None)
+
+    def stop_source(self, stream: Stream) -> None:
+        """Stop one stream (on the pipeline's loop): it stops reading and closes once what it took is written."""
+        stream.stop_taking()
+        self.work.set()
 
     # ------------------------------------------------------------------------------------------- stages
 
