@@ -22,23 +22,7 @@ function play(video, name) {
   const feed = () => {
     if (buffer && !buffer.updating && queue.length) buffer.appendBuffer(queue.shift());
   };
-  ws.onmessage = (event) => {
-    if (typeof event.data === "string") {
-      const info = JSON.parse(event.data);
-      if (info.error) { video.title = info.error; return; }
-      const source = new MediaSource();
-      video.src = URL.createObjectURL(source);
-      source.addEventListener("sourceopen", () => {
-        buffer = source.addSourceBuffer('video/mp4; codecs="' + info.codec + '"');
-        buffer.addEventListener("updateend", feed);
-        feed();
-      });
-      return;
-    }
-    queue.push(event.data); stats.fragments++; feed();
-  };
-  ws.onclose = () => { stats.closed = true; };
-  setInterval(() => {  // keep 0.1-0.3 s behind the newest data; jump when more than 1 s behind
+  const keepUp = () => {  // keep 0.1-0.3 s behind the newest data; jump when more than 1 s behind
     if (!buffer || !video.buffered.length) return;
     const end = video.buffered.end(video.buffered.length - 1);
     const behind = end - video.currentTime;
@@ -50,7 +34,25 @@ function play(video, name) {
     if (!buffer.updating && video.currentTime - video.buffered.start(0) > KEEP_S) {
       buffer.remove(0, video.currentTime - KEEP_S / 2);
     }
-  }, 250);
+  };
+  ws.onmessage = (event) => {
+    if (typeof event.data === "string") {
+      const info = JSON.parse(event.data);
+      if (info.error) { video.title = info.error; return; }
+      const source = new MediaSource();
+      video.src = URL.createObjectURL(source);
+      source.addEventListener("sourceopen", () => {
+        buffer = source.addSourceBuffer('video/mp4; codecs="' + info.codec + '"');
+        // a viewer joins at the latest keyframe, up to a keyframe interval back: on to the live edge at once
+        buffer.addEventListener("updateend", () => { if (!queue.length) keepUp(); feed(); });
+        feed();
+      });
+      return;
+    }
+    queue.push(event.data); stats.fragments++; feed();
+  };
+  ws.onclose = () => { stats.closed = true; };
+  setInterval(keepUp, 250);
   return stats;
 }
 
