@@ -20,6 +20,7 @@ import torch
 from benchmarks.common import main_with_figure, median_seconds
 from sapiens2_stream.config import TemporalConfig
 from sapiens2_stream.io.sources import Frame
+from sapiens2_stream.processing.dense import reduced_size
 from sapiens2_stream.runtime.inference import FrameResult, Person
 from sapiens2_stream.runtime.steady import SteadyOutputs
 from sapiens2_stream.temporal import DenseStabilizer
@@ -88,7 +89,7 @@ def run_rows(rng, size=(720, 1280), count=12) -> list[dict]:
     """Each output of a run alone, then all four with their shared flow."""
     frames = panning(size, count, rng)
     h, w = size
-    small = (round(h * 256 / w), 256)
+    small = reduced_size(size, TemporalConfig().seg_width)  # the size a run filters part labels at
 
     def result(i: int) -> FrameResult:
         alpha, depth = value("alpha", size, rng), value("depth", size, rng)

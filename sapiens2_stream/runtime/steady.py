@@ -120,8 +120,8 @@ class SteadyOutputs:
     def _normal(self, stab: DenseStabilizer, result: FrameResult) -> None:
         if result.normals is not None:
             normals = self._steady(stab, result.frame.rgb, result.normals)
-            if normals is not result.normals:  # enlarged corrections: unit length again
-                normals = unit_vectors(normals)
+            if stab.steadied and normals.shape[1] > self.width:  # the change was enlarged: unit length again
+                normals = unit_vectors(normals)  # (at the working width or below the stabiliser renormalised)
             result.normals = normals
 
     def _pointmap(self, stab: DenseStabilizer, result: FrameResult) -> None:
@@ -129,6 +129,8 @@ class SteadyOutputs:
             return
         depth = result.pointmap[..., 2]
         steady = self._steady(stab, result.frame.rgb, depth)
+        if not stab.steadied:
+            return  # the model's own points
         ahead = depth > 1e-6  # points behind the camera (a model's mistake) are left as they are
         ratio = np.clip(np.where(ahead, steady / np.where(ahead, depth, 1.0), 1.0), *MAX_DEPTH_CHANGE)
         result.pointmap = (result.pointmap * ratio[..., None]).astype(np.float32)
