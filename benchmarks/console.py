@@ -34,7 +34,7 @@ import yaml
 
 from benchmarks.common import LIVE_S
 from sapiens2_stream.console.live import LiveTap
-from sapiens2_stream.io.video import VideoWriter
+from sapiens2_stream.io.video_writer import VideoWriter
 from sapiens2_stream.models import make_tiny_checkpoints
 
 FRAMES = 150

@@ -3,7 +3,7 @@ frame's time it takes):
 
 - the API (`DenseStabilizer`, its own flow) for each kind at 512x288, the research's working size; part labels
   also at 256x144 with probabilities in, the size and form a run filters them at;
-- in a run (`SteadyOutputs`: one flow per source shared by the outputs) at 1280x720: the matte (alpha and its
+- in a run (`TemporalFilter`: one flow per source shared by the outputs) at 1280x720: the matte (alpha and its
   foreground), part labels (a person's 28 parts and the background, 256 pixels wide, labels enlarged to
   1280x720), normals, the pointmap; each filtered at the working width (640) and the change enlarged.
 
@@ -21,8 +21,8 @@ from benchmarks.common import main_with_figure, median_seconds
 from sapiens2_stream.config import TemporalConfig
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.processing.dense import reduced_size
-from sapiens2_stream.runtime.inference import FrameResult, Person
-from sapiens2_stream.runtime.steady import SteadyOutputs
+from sapiens2_stream.runtime.engine import FrameResult, Person
+from sapiens2_stream.runtime.temporal_filter import TemporalFilter
 from sapiens2_stream.temporal import DenseStabilizer
 
 FRAMES = 30
@@ -102,7 +102,7 @@ def run_rows(rng, size=(720, 1280), count=12) -> list[dict]:
     results = [result(i) for i in range(len(frames))]
     rows = []
     for outputs in (["alpha"], ["seg"], ["normal"], ["pointmap"], ["alpha", "seg", "normal", "pointmap"]):
-        steady = SteadyOutputs(TemporalConfig(), outputs)
+        steady = TemporalFilter(TemporalConfig(), outputs)
         # each call on a fresh result, dropped after (as a run drops what it wrote): memory is reused, not grown
         fresh = lambda r: FrameResult(r.frame, r.people, **{k: getattr(r, k) for k in DENSE})  # noqa: E731
         seconds = per_frame(lambda i: steady.apply(fresh(results[i])), frames)  # noqa: B023

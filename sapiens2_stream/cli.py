@@ -122,7 +122,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .config import load_config
-    from .runtime.batch import expand_inputs, run_batch
+    from .runtime.batch_jobs import expand_inputs, run_batch
 
     videos = expand_inputs(args.inputs)
     config = load_config(args.pipeline, args.set, str(videos[0]), args.output)
@@ -197,7 +197,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from .models.config import SIZES, TASKS, hub_id
+    from .models.tasks import SIZES, TASKS, hub_id
 
     if args.models_cmd == "make-tiny":
         from .models import make_tiny_checkpoints
@@ -207,10 +207,9 @@ def cmd_models(args: argparse.Namespace) -> int:
         print("These weights are random: outputs have the right shapes and mean nothing.")
         return EXIT_OK
     print(f"{'size':6s} {'hidden':>6s} {'layers':>6s} {'heads':>5s} {'mlp':>6s}  hub ids")
-    for size, (d, layers, heads, mlp) in SIZES.items():
-        tasks = [t for t in TASKS if t == "pretrain" or size != "0.1b"]
-        tasks = [t for t in tasks if t != "matting"] + (["matting"] if size == "1b" else [])
-        print(f"{size:6s} {d:6d} {layers:6d} {heads:5d} {mlp:6d}  " + ", ".join(hub_id(t, size) for t in tasks))
+    for size, s in SIZES.items():
+        released = ", ".join(hub_id(task, size) for task, spec in TASKS.items() if size in spec.sizes)
+        print(f"{size:6s} {s['hidden_size']:6d} {s['num_layers']:6d} {s['num_heads']:5d} {s['mlp_dim']:6d}  {released}")
     print("Weights: Sapiens2 licence (no surveillance or biometric uses). Load any of them with load_model(id).")
     return EXIT_OK
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import yaml
 
 from .errors import Sapiens2StreamError
+from .models.tasks import pipeline_tasks
 
 
 @dataclass
@@ -74,13 +75,12 @@ class ModelConfig:
     input_size: list[int] = field(default_factory=lambda: [1024, 768])  # model input (height, width), multiples of 16
 
 
-@dataclass
-class ModelsConfig:
-    pose: ModelConfig | None = None
-    seg: ModelConfig | None = None
-    matting: ModelConfig | None = None
-    normal: ModelConfig | None = None
-    pointmap: ModelConfig | None = None
+# models: one optional section per task of the table (models/tasks.py), in its order
+ModelsConfig = dataclasses.make_dataclass(
+    "ModelsConfig", [(spec.name, ModelConfig | None, None) for spec in pipeline_tasks()],
+    namespace={"__module__": __name__,
+               "__doc__": "One section per task of the table (models/tasks.py); a task without one does not run."},
+)  # fmt: skip
 
 
 @dataclass
@@ -94,20 +94,25 @@ Mode = Literal["auto", "on", "off"]
 
 
 @dataclass
-class TemporalConfig:
-    """Steady dense outputs over time (the README's "Steady video"): per output `auto` (on for live sources and
-    videos, off for photo folders), `on` or `off`; the parameters are shared by all of them."""
+class TemporalParameters:
+    """What every output's temporal filter shares."""
 
-    alpha: Mode = "auto"  # the matte (composite, alpha video, virtual camera)
-    seg: Mode = "auto"  # part labels
-    normal: Mode = "auto"
-    pointmap: Mode = "auto"  # its depth, the points moving along their rays
     new_weight: float = 0.4  # the new frame's share where the history is trusted (1: no smoothing)
     tau: float = 0.02  # picture difference (0-1 grey) at which the history's trust falls to 1/e
     margin: float = 0.1  # part labels: the probability lead a new class needs to take a pixel from the old one
     flow_width: int = 320  # the optical flow's picture width (pixels)
     width: int = 640  # matte, normals, depth wider than this are filtered at this width, the change enlarged
     seg_width: int = 256  # part labels are steadied on class probabilities this wide (the cost grows with its square)
+
+
+# temporal: a switch per filtered output of the table's tasks (models/tasks.py), then the shared parameters
+TemporalConfig = dataclasses.make_dataclass(
+    "TemporalConfig", [(spec.temporal.key, Mode, "auto") for spec in pipeline_tasks() if spec.temporal],
+    bases=(TemporalParameters,),
+    namespace={"__module__": __name__, "__doc__": """Steady dense outputs over time (the README's "Steady video"):
+    per output `auto` (on for live sources and videos, off for photo folders), `on` or `off`; the parameters are
+    shared by all of them."""},
+)  # fmt: skip
 
 
 @dataclass
@@ -512,7 +517,7 @@ def check_config(config: PipelineConfig, origin: str) -> None:
                 fail(f"sources[{i}].name {src.name!r} is used twice; every source needs its own name")
             names.add(src.name)
     if not config.enabled_models():
-        fail("models: enable at least one of pose, seg, matting, normal, pointmap (each with a source:)")
+        fail(f"models: enable at least one of {', '.join(t.name for t in pipeline_tasks())} (each with a source:)")
     for name, model in config.enabled_models().items():
         if not model.source:
             fail(f"models.{name}.source is missing: a hub id, a folder or a .safetensors file")
@@ -562,11 +567,13 @@ def check_config(config: PipelineConfig, origin: str) -> None:
     check_temporal(config.temporal, config.models, fail)
 
 
-TEMPORAL_MODELS = {"alpha": "matting", "seg": "seg", "normal": "normal", "pointmap": "pointmap"}  # output -> model
+def temporal_outputs() -> dict[str, str]:
+    """The temporal filter's switches and the task whose output each steadies (the table's `temporal` keys)."""
+    return {spec.temporal.key: spec.name for spec in pipeline_tasks() if spec.temporal}
 
 
 def check_temporal(t: TemporalConfig, models: ModelsConfig, fail: typing.Callable[[str], None]) -> None:
-    for output, model in TEMPORAL_MODELS.items():
+    for output, model in temporal_outputs().items():
         if getattr(t, output) == "on" and getattr(models, model) is None:
             fail(f"temporal.{output} is on but models.{model} is not enabled (use auto or off)")
     if not 0 < t.new_weight <= 1:

@@ -15,7 +15,7 @@ import yaml
 
 from sapiens2_stream.config import load_config
 from sapiens2_stream.io.synthetic import make_clip
-from sapiens2_stream.runtime.batch import expand_inputs, output_names, run_batch
+from sapiens2_stream.runtime.batch_jobs import expand_inputs, output_names, run_batch
 from tests.test_pipeline import assert_same_records, read_jsonl
 
 

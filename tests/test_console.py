@@ -315,8 +315,8 @@ def test_the_live_view_sink_encodes_only_while_someone_watches():
     from sapiens2_stream.config import VideoOutput
     from sapiens2_stream.console.live import LiveTap
     from sapiens2_stream.io.sources import Frame
-    from sapiens2_stream.io.videos import LiveViewSink
-    from sapiens2_stream.runtime.inference import FrameResult
+    from sapiens2_stream.io.video_sinks import LiveViewSink
+    from sapiens2_stream.runtime.engine import FrameResult
 
     view = LiveTap()
     sink = LiveViewSink(10.0, VideoOutput(), (0, 0, 0), view)

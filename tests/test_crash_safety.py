@@ -17,7 +17,7 @@ import yaml
 
 from sapiens2_stream.io.segments import apply_retention
 from sapiens2_stream.io.synthetic import make_clip
-from sapiens2_stream.io.video import playable_frames
+from sapiens2_stream.io.video_writer import playable_frames
 from tests.test_faults import cli
 from tests.test_pipeline import read_jsonl, video_times
 

@@ -9,7 +9,7 @@ import torch
 from sapiens2_stream.config import ModelConfig
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.runtime.device import CudaTransfers
-from sapiens2_stream.runtime.inference import InferenceEngine, Person
+from sapiens2_stream.runtime.engine import InferenceEngine, Person
 from tests.test_engine import ReplayingModel, assert_same_people
 
 pytestmark = [

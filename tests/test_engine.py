@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from sapiens2_stream.runtime.inference import InferenceEngine, Person
+from sapiens2_stream.runtime.engine import InferenceEngine, Person
 
 
 def assert_same_people(expected, got):

@@ -347,7 +347,7 @@ def test_ray_local_starts_its_own_instance_beside_a_running_cluster(cluster):
     """`--ray local` on a machine where a Ray cluster already runs (another user's, another test's) must not join
     it: Ray's own default for a bare init is to connect to the machine's current cluster."""
     ray_cluster, _ = cluster
-    code = ("import os; from sapiens2_stream.runtime.ray_layer import connect; ray = connect('local'); "
+    code = ("import os; from sapiens2_stream.runtime.ray_cluster import connect; ray = connect('local'); "
             "print('GCS', ray.get_runtime_context().gcs_address); "
             "print('NICE', ray.get(ray.remote(lambda: os.nice(0)).remote()))")  # fmt: skip
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}

@@ -3,6 +3,8 @@ the public `DenseStabilizer` makes of the models' own outputs (each source with 
 steadied at a reduced size, frames wider than the working width, people who appear or leave, the summary's cost
 line, and the one-line refusals."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -10,10 +12,10 @@ from sapiens2_stream.config import PipelineConfig, TemporalConfig, check_config,
 from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.io.synthetic import make_clip
-from sapiens2_stream.runtime.inference import FrameResult, Person
+from sapiens2_stream.runtime.engine import FrameResult, Person
 from sapiens2_stream.runtime.pipeline import Pipeline
 from sapiens2_stream.runtime.progress import format_summary
-from sapiens2_stream.runtime.steady import SteadyOutputs, steady_outputs, upsampled_labels
+from sapiens2_stream.runtime.temporal_filter import TemporalFilter, filtered_outputs, upsampled_labels
 from sapiens2_stream.temporal import DenseStabilizer
 from tests.test_temporal import STILL, H, W, alpha_metrics, labels_video, miou, video
 
@@ -37,11 +39,12 @@ def test_auto_steadies_videos_and_cameras_not_photo_folders(tiny_dir, tmp_path):
                {"name": "photos", "uri": str(tmp_path / "photos")}]  # fmt: skip
     every = ["alpha", "normal", "pointmap"]
     cfg = cfg_for(tiny_dir, sources)
-    assert [steady_outputs(c) for c in cfg.per_source()] == [every, every, []]
+    assert [sorted(filtered_outputs(c)) for c in cfg.per_source()] == [every, every, []]
     cfg = cfg_for(tiny_dir, sources, temporal={"alpha": "on", "normal": "off"})
-    assert [steady_outputs(c) for c in cfg.per_source()] == [["alpha", "pointmap"], ["alpha", "pointmap"], ["alpha"]]
+    steadied = [sorted(filtered_outputs(c)) for c in cfg.per_source()]
+    assert steadied == [["alpha", "pointmap"], ["alpha", "pointmap"], ["alpha"]]
     # an output whose model does not run is never steadied (and `on` for it is refused, below)
-    assert steady_outputs(cfg_for(tiny_dir, sources[:1], tasks=("pose",)).per_source()[0]) == []
+    assert filtered_outputs(cfg_for(tiny_dir, sources[:1], tasks=("pose",)).per_source()[0]) == []
 
 
 @pytest.mark.parametrize(
@@ -61,7 +64,7 @@ def test_bad_temporal_settings_are_refused_in_one_line(tiny_dir, temporal, messa
         cfg_for(tiny_dir, [{"name": "a", "uri": "a.mp4"}], temporal={"alpha": "sometimes"})
 
 
-def test_a_runs_steady_outputs_are_the_public_stabilisers_per_source(tiny_dir, tmp_path, monkeypatch):
+def test_a_runs_filtered_outputs_are_the_public_stabilisers_per_source(tiny_dir, tmp_path, monkeypatch):
     """Two clips in one run: each source's steady matte, normals and depth equal `DenseStabilizer` run over that
     source's own frames and raw model outputs (recorded as the filter received them): the frames in order, one
     history per source, nothing shared between them."""
@@ -70,14 +73,14 @@ def test_a_runs_steady_outputs_are_the_public_stabilisers_per_source(tiny_dir, t
         clips[name] = tmp_path / f"{name}.mp4"
         make_clip(clips[name], frames=12 + 4 * i, size=(120, 160), people=1 + i)
     raw: dict[str, list] = {"a": [], "b": []}
-    apply = SteadyOutputs.apply
+    apply = TemporalFilter.apply
 
     def recording(self, result):
         raw[result.source].append((result.frame.rgb.copy(), result.alpha.copy(), result.foreground.copy(),
                                    result.normals.copy(), result.pointmap.copy()))  # fmt: skip
         apply(self, result)
 
-    monkeypatch.setattr(SteadyOutputs, "apply", recording)
+    monkeypatch.setattr(TemporalFilter, "apply", recording)
     steady: dict[str, list] = {"a": [], "b": []}
     cfg = cfg_for(tiny_dir, [{"name": n, "uri": str(p)} for n, p in clips.items()],
                   outputs={"dir": str(tmp_path / "out"), "video": {"enabled": False}})  # fmt: skip
@@ -101,7 +104,7 @@ def test_a_runs_steady_outputs_are_the_public_stabilisers_per_source(tiny_dir, t
         source = summary["sources"][name]
         assert set(source["temporal"]) == {"flow_ms_per_frame", "alpha", "normal", "pointmap"}
         assert source["temporal"]["alpha"]["ms_per_frame"] > 0 and "temporal" in source["stage_ms_per_frame"]
-    assert "steady over time: alpha " in format_summary(summary)
+    assert re.search(r"steady over time: .*alpha [0-9.]+ ms", format_summary(summary))
 
 
 def result_at(index, frame, people=(), ended=(), **dense):
@@ -115,7 +118,7 @@ def test_part_labels_are_steadied_at_a_reduced_size_and_keep_their_full_size_det
     labels (the argmax of the logits, as the engine gives them) flip 80% less often in still frames with the
     steady half-size probabilities, at no loss of mIoU; a frame after a cut is the model's own."""
     frames, truth, logits = labels_video(5)
-    filters = SteadyOutputs(TemporalConfig(), ["seg"])
+    filters = TemporalFilter(TemporalConfig(), ["seg"])
     raw, out = [], []
     for t, (frame, value) in enumerate(zip(frames, logits, strict=True)):
         small = np.exp(value[:, ::2, ::2]) / np.exp(value[:, ::2, ::2]).sum(0)
@@ -161,7 +164,7 @@ def test_no_history_where_a_person_appears_or_was_lost():
     was, the output is the model's own on that frame; elsewhere the history smooths it."""
     rng = np.random.default_rng(0)
     frame = (rng.random((96, 128, 3)) * 255).astype(np.uint8)
-    filters = SteadyOutputs(TemporalConfig(), ["normal"])
+    filters = TemporalFilter(TemporalConfig(), ["normal"])
     box = (40, 30, 20, 30)  # x, y, w, h
     inside = (slice(27, 63), slice(38, 62))  # the box less a pixel of the margin it is enlarged by
     outside = (slice(0, 20), slice(0, 30))
@@ -189,7 +192,7 @@ def test_a_frame_wider_than_the_working_width_is_steadied_through_its_enlarged_c
     the default 640): still clearly steadier (flicker -40%, dtSSD -20%, MESSDdt -25%) at no loss of accuracy
     (5%, moving 15%), and the model's own matte wherever the filter had no history (the first frame, a cut)."""
     frames, truth, model, motion = video(6)
-    filters = SteadyOutputs(TemporalConfig(width=W // 2), ["alpha"])
+    filters = TemporalFilter(TemporalConfig(width=W // 2), ["alpha"])
     out = []
     for t, (frame, alpha) in enumerate(zip(frames, model, strict=True)):
         result = result_at(t, frame, [(1, (0, 0, W, H))], alpha=alpha)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from sapiens2_stream.errors import Sapiens2StreamError
-from sapiens2_stream.io.videos import annotated
+from sapiens2_stream.io.video_sinks import annotated
 from sapiens2_stream.runtime.pipeline import Pipeline
 from tests.test_pipeline import config
 

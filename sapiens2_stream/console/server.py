@@ -102,7 +102,8 @@ def same_origin(headers: dict) -> bool:
 
 class Console:
     """The console; `serve()` runs in an event loop (the pipeline's own, or the fleet driver's) until `close()`.
-    What it shows and changes comes from its `backend` (console.local: one pipeline; fleet.console: a fleet)."""
+    What it shows and changes comes from its `backend` (console.pipeline_backend: one pipeline;
+    fleet.console_backend: a fleet)."""
 
     def __init__(self, backend, cfg: ConsoleConfig) -> None:
         self.backend, self.cfg = backend, cfg

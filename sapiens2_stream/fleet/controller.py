@@ -24,8 +24,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from ..config import ConsoleConfig, MetricsConfig, PipelineConfig, SourceConfig, from_dict
 from ..errors import Sapiens2StreamError
 from ..io.sources import Source
-from ..runtime.monitoring import Endpoints
-from ..runtime.ray_layer import connect, worker_plan
+from ..runtime.prometheus import Endpoints
+from ..runtime.ray_cluster import connect, worker_plan
 from .placement import place
 from .record import FleetRecord, write_marker
 from .worker import FleetWorker
@@ -403,7 +403,7 @@ class FleetConsole:
 
     def __init__(self, fleet: Fleet) -> None:
         from ..console.server import Console
-        from .console import FleetBackend
+        from .console_backend import FleetBackend
 
         self.console = Console(FleetBackend(fleet), fleet.cfg.runtime.console)
         self.loop = asyncio.new_event_loop()

@@ -124,7 +124,7 @@ class FleetWorker:
     def _seconds_per_batch(self, size: int) -> float:
         """Median seconds of a batch of `size` frames (after one warm-up batch)."""
         from ..io.sources import Frame
-        from ..runtime.inference import Person
+        from ..runtime.engine import Person
 
         engine, detector = self.loaded.engine, self.loaded.detector
         rng = np.random.default_rng(0)

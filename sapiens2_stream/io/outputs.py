@@ -10,14 +10,15 @@ import cv2
 
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
-from ..track.export import TrackSink
+from ..models import task_spec
 from .display import DisplaySink
 from .jsonl import JsonlSink
 from .mqtt import MqttSink
 from .restream import RestreamSink
 from .segments import Segments
 from .sink import Sink
-from .videos import GREEN_SCREEN, GeometrySink, LiveViewSink, MattingSink, VideoSink, annotated, matte_composite
+from .track_files import TrackSink
+from .video_sinks import GREEN_SCREEN, GeometrySink, LiveViewSink, MattingSink, VideoSink, annotated, matte_composite
 from .virtualcam import VirtualCameraSink, camera_fps
 
 
@@ -57,7 +58,7 @@ def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume=None, 
         sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background, tap))
     if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
         sinks.append(MattingSink(out, source.fps, o.matting, o.video, resume, background))
-    geometry_tasks = {t for t in ("normal", "pointmap") if getattr(cfg.models, t) is not None}
+    geometry_tasks = {t for t in cfg.enabled_models() if task_spec(t).geometry}
     g = o.geometry
     if geometry_tasks and (g.normals_video or g.depth_video or g.maps):
         sinks.append(GeometrySink(out, source.fps, g, o.video, resume, geometry_tasks))

@@ -1,7 +1,7 @@
 """The base of every output (a sink) and what several kinds share: how a record rounds its numbers.
 
 Every sink writes as results arrive and finishes its output on `close`. The kinds live in their own modules
-(io.jsonl, io.videos, io.display, io.restream, io.mqtt, io.segments, track.export), each importing only this
+(io.jsonl, io.video_sinks, io.display, io.restream, io.mqtt, io.segments, io.track_files), each importing only this
 one; io.outputs assembles them from the configuration.
 """
 

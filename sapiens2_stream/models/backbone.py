@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import BackboneConfig
+from .shapes import BackboneConfig
 
 
 class RMSNorm(nn.Module):

@@ -14,10 +14,9 @@ from collections.abc import Mapping
 import torch
 
 from ..errors import Sapiens2StreamError
-from .config import DEFAULT_IMAGE_SIZE, BackboneConfig, HeadConfig, ModelConfig, scale_grid
-
-PREDICTORS = {"conv_pose": "pose", "conv_seg": "seg", "conv_normal": "normal", "conv_pointmap": "pointmap",
-              "conv_matting": "matting"}  # fmt: skip
+from .config import ModelConfig
+from .shapes import DEFAULT_IMAGE_SIZE, BackboneConfig, HeadConfig, scale_grid
+from .tasks import TASKS
 
 # Tensors that may be present in released files but that inference does not use.
 IGNORED = re.compile(r"^(backbone\.)?(rope_embed\.periods|mask_token)$")
@@ -175,7 +174,8 @@ def _trained_image_size(flat: int, channels: int, patch: int, kernels: tuple[int
 def infer_config(sd: Mapping[str, torch.Tensor], task: str | None = None) -> ModelConfig:
     """Every shape of a model from the names and shapes of its tensors (original layout, see to_original_keys)."""
     backbone = infer_backbone(sd)
-    predictors = [(name, t) for name, t in PREDICTORS.items() if f"decode_head.{name}.weight" in sd]
+    # a head's predictor is named after its task: decode_head.conv_<task>
+    predictors = [(f"conv_{t}", t) for t in TASKS if f"decode_head.conv_{t}.weight" in sd]
     if not predictors:
         if any(k.startswith("decode_head.") for k in sd):
             raise Sapiens2StreamError(

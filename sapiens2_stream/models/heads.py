@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import HeadConfig, scale_grid
+from .shapes import HeadConfig, scale_grid
 
 
 def norm_act(channels: int) -> list[nn.Module]:

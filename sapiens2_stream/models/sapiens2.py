@@ -8,8 +8,6 @@ token (`return_class_token=True`) and backbone feature maps (`feature_layers=(..
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -18,47 +16,8 @@ from .backbone import Backbone
 from .config import ModelConfig
 from .heads import DeconvHead, PixelShuffleHead
 from .metadata import NUM_KEYPOINTS, NUM_SEG_CLASSES, PoseMetadata, SegMetadata, pose_metadata, seg_metadata
-
-
-@dataclass(kw_only=True)
-class Sapiens2Output:
-    """Fields every task can return on request."""
-
-    class_token: torch.Tensor | None = None
-    feature_maps: list[torch.Tensor] = field(default_factory=list)
-
-
-@dataclass(kw_only=True)
-class PoseOutput(Sapiens2Output):
-    heatmaps: torch.Tensor
-
-
-@dataclass(kw_only=True)
-class SegOutput(Sapiens2Output):
-    logits: torch.Tensor
-
-
-@dataclass(kw_only=True)
-class NormalOutput(Sapiens2Output):
-    normals: torch.Tensor
-
-
-@dataclass(kw_only=True)
-class PointmapOutput(Sapiens2Output):
-    pointmaps: torch.Tensor
-    scales: torch.Tensor | None
-
-
-@dataclass(kw_only=True)
-class MattingOutput(Sapiens2Output):
-    alphas: torch.Tensor
-    foregrounds: torch.Tensor
-
-
-@dataclass(kw_only=True)
-class PretrainOutput(Sapiens2Output):
-    last_hidden_state: torch.Tensor
-    pooler_output: torch.Tensor
+from .outputs import Sapiens2Output
+from .tasks import task_spec
 
 
 class Sapiens2(nn.Module):
@@ -68,6 +27,7 @@ class Sapiens2(nn.Module):
         super().__init__()
         self.config = config
         self.task = config.task
+        self.spec = task_spec(config.task)
         self.backbone = Backbone(config.backbone)
         if config.head is not None:
             head_cls = DeconvHead if config.head.kind == "deconv" else PixelShuffleHead
@@ -110,21 +70,10 @@ class Sapiens2(nn.Module):
         if feature_layers:
             norm = self.backbone.ln1 if normalize_features else (lambda t: t)
             extras["feature_maps"] = [self.backbone.to_feature_map(norm(t), grid) for t in kept]
-        if self.task == "pretrain":
-            return PretrainOutput(last_hidden_state=tokens, pooler_output=tokens[:, 0], **extras)
+        if self.spec.model_outputs is None:  # the backbone alone
+            return self.spec.output_type(last_hidden_state=tokens, pooler_output=tokens[:, 0], **extras)
         features = self.backbone.to_feature_map(tokens, grid)
-        out = self.decode_head(features)
-        if self.task == "pose":
-            return PoseOutput(heatmaps=out, **extras)
-        if self.task == "seg":
-            return SegOutput(logits=out, **extras)
-        if self.task == "normal":
-            return NormalOutput(normals=out, **extras)
-        if self.task == "pointmap":
-            scales = self.decode_head.scale(features, self.trained_grid) if self.decode_head.has_scale else None
-            return PointmapOutput(pointmaps=out, scales=scales, **extras)
-        matte = out.sigmoid()
-        return MattingOutput(alphas=matte[:, 3:], foregrounds=matte[:, :3], **extras)
+        return self.spec.output_type(**self.spec.model_outputs(self.decode_head(features), features, self), **extras)
 
     def flip_tta(self, pixel_values: torch.Tensor, channel_order) -> torch.Tensor:
         """Raw head output averaged over the input and its mirror (channels mirrored back through

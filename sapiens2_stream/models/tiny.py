@@ -12,35 +12,18 @@ import torch
 from safetensors.torch import save_file
 
 from .checkpoint import rope_periods, split_pretrain_prefix
-from .config import TASK_OUTPUTS, TASKS, BackboneConfig, HeadConfig, ModelConfig, to_transformers_config
+from .config import ModelConfig, to_transformers_config
 from .sapiens2 import Sapiens2
+from .shapes import BackboneConfig
+from .tasks import TASKS, task_spec
 
 TINY_BACKBONE = BackboneConfig(hidden_size=64, num_layers=4, num_heads=4, kv_heads=(4, 2, 2, 4), mlp_dim=128)
 
 
 def tiny_config(task: str) -> ModelConfig:
-    """A few-hundred-thousand-parameter model of `task` that still runs at 1024x768."""
-    n = TASK_OUTPUTS.get(task)
-    head = {
-        "pretrain": None,
-        "pose": HeadConfig("deconv", (32, 32), (4, 4), (32,), (1,), n),
-        "seg": HeadConfig("deconv", (16, 16, 8, 8), (4,) * 4, (8,), (1,), n),
-        "normal": HeadConfig("pixel_shuffle", (32, 16, 8, 8), (3,) * 4, (8,), (3,), n),
-        "matting": HeadConfig("pixel_shuffle", (32, 16, 8, 8), (3,) * 4, (8,), (3,), n),
-        "pointmap": HeadConfig(
-            "pixel_shuffle",
-            (32, 16, 8, 8),
-            (3,) * 4,
-            (8,),
-            (3,),
-            n,
-            scale_conv_channels=(32, 16, 8),
-            scale_conv_kernels=(1, 1, 1),
-            scale_hidden=(16, 8),
-            scale_grid=(8, 6),
-        ),  # fmt: skip
-    }[task]
-    return ModelConfig(task, TINY_BACKBONE, head)
+    """A few-hundred-thousand-parameter model of `task` that still runs at 1024x768 (its head: the table's
+    `tiny_head`)."""
+    return ModelConfig(task, TINY_BACKBONE, task_spec(task).tiny_head)
 
 
 def random_model(config: ModelConfig, seed: int = 0) -> Sapiens2:
@@ -72,9 +55,11 @@ def save_released(model: Sapiens2, folder: Path, name: str, with_config: bool = 
     return path
 
 
-def make_tiny_checkpoints(out_dir: str | Path, tasks: tuple[str, ...] = TASKS, seed: int = 0) -> dict[str, Path]:
-    """One folder per task, `sapiens2-<task>-tiny/`, with config.json and `sapiens2_tiny_<task>.safetensors`."""
+def make_tiny_checkpoints(out_dir: str | Path, tasks: tuple[str, ...] | None = None, seed: int = 0) -> dict[str, Path]:
+    """One folder per task (default: every task of the table), `sapiens2-<task>-tiny/`, with config.json and
+    `sapiens2_tiny_<task>.safetensors`."""
     out = Path(out_dir)
+    tasks = tuple(TASKS) if tasks is None else tasks
     folders = {}
     for i, task in enumerate(tasks):
         folder = out / f"sapiens2-{task}-tiny"

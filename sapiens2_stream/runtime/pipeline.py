@@ -31,15 +31,15 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..config import PipelineConfig, SourceConfig
-from ..console.local import PipelineBackend
+from ..console.pipeline_backend import PipelineBackend
 from ..console.server import Console
 from ..detect import Detector, make_detector
 from ..errors import Sapiens2StreamError
 from ..io.mqtt import MqttClient
 from .device import resolve_device, resolve_dtype
-from .inference import FrameResult, InferenceEngine, Person
+from .engine import FrameResult, InferenceEngine, Person
 from .metrics import Metrics
-from .monitoring import Monitor
+from .prometheus import Monitor
 from .stream import DROP_REASONS, Stream, source_error
 
 EMA = 0.3  # weight of the newest measurement in the cost estimates

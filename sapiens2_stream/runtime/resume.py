@@ -20,7 +20,7 @@ import numpy as np
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
 from ..io.outputs import video_names
-from ..io.video import playable_frames
+from ..io.video_writer import playable_frames
 from ..track.smoothing import OnlineSmoother
 from ..track.tracker import Tracker
 

@@ -29,10 +29,10 @@ from ..io.outputs import make_sinks
 from ..io.sink import Fenced, as_recorded
 from ..io.sources import LIVE_KINDS, Frame, Source, source_kind
 from ..track import OnlineSmoother, Tracker
-from .inference import FrameResult, Person
+from .engine import FrameResult, Person
 from .metrics import Metrics
 from .resume import prepare_resume
-from .steady import SteadyOutputs, steady_outputs
+from .temporal_filter import TemporalFilter, filtered_outputs
 
 END = object()
 LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames were dropped for want of time
@@ -64,8 +64,8 @@ class Stream:
         self.tracker.next_id = max(self.tracker.next_id, first_track)
         sm = cfg.smoothing
         self.smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
-        steady = steady_outputs(cfg)
-        self.steady = SteadyOutputs(cfg.temporal, steady) if steady else None  # the dense outputs' temporal filter
+        steady = filtered_outputs(cfg)
+        self.steady = TemporalFilter(cfg.temporal, steady) if steady else None  # the dense outputs' temporal filter
         every = cfg.detector.every
         self.detect_countdown = 0  # frames until the detector runs again
         if self.resumed is not None:

@@ -1,6 +1,6 @@
 """The video outputs: the annotated video, the matting composite and alpha, normals and depth, and the pictures
 they draw (made once per result and shared with the re-stream and the window). Videos are fragmented MP4 while
-written (see io.video), so a killed process leaves them playable.
+written (see io.video_writer), so a killed process leaves them playable.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from ..processing.dense import composite
 from .draw import depth_image, draw_box, draw_pose, draw_seg, normals_image
 from .sink import Sink
-from .video import VideoWriter
+from .video_writer import VideoWriter
 
 GREEN_SCREEN = (0, 177, 64)
 

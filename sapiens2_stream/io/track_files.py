@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from ..config import SmoothingConfig
-from ..io.sink import Sink
 from ..models.metadata import COCO17_NAMES, pose_metadata
-from .smoothing import smooth_keypoints
+from ..track.smoothing import smooth_keypoints
+from .sink import Sink
 
 
 class TrackSink(Sink):

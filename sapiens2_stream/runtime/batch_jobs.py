@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
-from .ray_layer import connect, worker_plan
+from .ray_cluster import connect, worker_plan
 
 MANIFEST = "manifest.json"
 LIST_SUFFIXES = (".txt", ".lst")

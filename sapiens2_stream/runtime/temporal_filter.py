@@ -1,4 +1,4 @@
-"""Steady dense outputs in a run: the `temporal:` section applied to each result of a source, in frame order, on
+"""The temporal filter in a run: the `temporal:` section applied to each result of a source, in frame order, on
 the source's writer thread, before anything is written (so the videos, the console, the virtual camera and the
 maps all get the steady outputs, and no frame waits for a later one).
 
@@ -21,36 +21,43 @@ import time
 import cv2
 import numpy as np
 
-from ..config import TEMPORAL_MODELS, PipelineConfig, TemporalConfig
+from ..config import PipelineConfig, TemporalConfig, temporal_outputs
 from ..io.sources import source_kind
+from ..models import pipeline_tasks
 from ..processing.dense import reduced_size
 from ..temporal import DenseStabilizer, Motion, refined_alpha, unit_vectors
-from .inference import FrameResult
+from .engine import FrameResult
 
-KINDS = {"alpha": "alpha", "seg": "seg", "normal": "normal", "pointmap": "depth"}  # output -> stabiliser kind
 SEEN_ALPHA = 0.01  # below this the model's foreground colour is not trusted (the frame's colour is used)
 FORGET_MARGIN = 0.1  # a new or lost person's box, enlarged by this share on each side
 MAX_DEPTH_CHANGE = (0.5, 2.0)  # a point moves along its ray by at most this factor (its depth's steady / own)
 
 
-def steady_outputs(cfg: PipelineConfig) -> list[str]:
+def filtered_outputs(cfg: PipelineConfig) -> list[str]:
     """The outputs of this single-source configuration that are filtered: `on`, or `auto` for anything but a
     folder of photos (separate pictures have no motion between them to follow)."""
     t, models = cfg.temporal, cfg.enabled_models()
     moving = source_kind(cfg.source) != "images"
-    return [out for out, model in TEMPORAL_MODELS.items()
+    return [out for out, model in temporal_outputs().items()
             if model in models and (getattr(t, out) == "on" or (getattr(t, out) == "auto" and moving))]  # fmt: skip
 
 
-class SteadyOutputs:
+def stabiliser_kinds() -> dict[str, str]:
+    """Each temporal switch's stabiliser kind (the table's `temporal` entries)."""
+    return {spec.temporal.key: spec.temporal.kind for spec in pipeline_tasks() if spec.temporal}
+
+
+class TemporalFilter:
     """A source's temporal filters; `apply(result)` changes the result's dense outputs in place."""
 
     def __init__(self, cfg: TemporalConfig, outputs: list[str]) -> None:
         self.width = cfg.width
         self.motion = Motion(cfg.flow_width, cfg.tau)
+        kinds = stabiliser_kinds()
         # the matte's guided filter runs here, at full size, after the working width's change is added
-        self.stabilisers = {out: DenseStabilizer(KINDS[out], cfg.new_weight, margin=cfg.margin, motion=self.motion,
+        self.stabilisers = {out: DenseStabilizer(kinds[out], cfg.new_weight, margin=cfg.margin, motion=self.motion,
                                                  refine=False) for out in outputs}  # fmt: skip
+        self.apply_kind = {"alpha": self._alpha, "seg": self._seg, "normal": self._normal, "depth": self._pointmap}
         self.seconds = dict.fromkeys(["flow", *outputs], 0.0)
         self.frames = 0
         self.boxes: dict[int, np.ndarray] = {}  # each person's latest box
@@ -64,7 +71,7 @@ class SteadyOutputs:
         self.seconds["flow"] += time.perf_counter() - start
         for out, stab in self.stabilisers.items():
             start = time.perf_counter()
-            getattr(self, f"_{out}")(stab, result)
+            self.apply_kind[stab.kind](stab, result)
             self.seconds[out] += time.perf_counter() - start
 
     def _people_changed(self, result: FrameResult) -> list[np.ndarray]:

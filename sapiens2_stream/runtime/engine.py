@@ -12,21 +12,9 @@ import torch
 from ..config import ModelConfig
 from ..errors import Sapiens2StreamError
 from ..io.sources import Frame
-from ..models import load_model, pose_metadata, seg_metadata
-from ..processing import crop_persons, decode_heatmaps, mattes, merge_flip, prepare_frames, with_flipped
-from ..processing.dense import metric_pointmaps, seg_labels, seg_probabilities, unit_normals
+from ..models import load_model, pipeline_tasks, task_spec
+from ..processing import crop_persons, merge_flip, prepare_frames, with_flipped
 from .device import compile_model, pad_to_bucket, transfers_for
-
-TASKS = ("pose", "seg", "matting", "normal", "pointmap")  # the order a batch launches them in
-KEEP_ASPECT = {"seg": False, "matting": False, "normal": True, "pointmap": True}
-# how each output is mirrored back after flip TTA: (merge kind, channel order)
-MERGES = {
-    "pose": {"heatmaps": ("channels", pose_metadata().flip_indices)},
-    "seg": {"logits": ("channels", seg_metadata().flip_indices)},
-    "matting": {"alphas": ("channels", None), "foregrounds": ("channels", None)},
-    "normal": {"normals": ("vectors", None)},
-    "pointmap": {"pointmaps": ("vectors", None), "scales": ("scalar", None)},
-}
 
 
 @dataclass
@@ -83,7 +71,8 @@ class InferenceEngine:
         self.seg_width = seg_width
         self.device, self.dtype = device, dtype
         self.models = {}
-        for task in TASKS:
+        for spec in pipeline_tasks():  # the table's order: the order a batch launches them in
+            task = spec.name
             if task not in models:
                 continue
             model = load_model(models[task].source, device=device, dtype=dtype)
@@ -93,12 +82,13 @@ class InferenceEngine:
                 )
             self.models[task] = model
         self.runners = {t: compile_model(m, device) if compiled else m for t, m in self.models.items()}
-        # Pose flip TTA mirrors back the predictor's inputs instead of its 308 outputs when those are fewer.
+        # Flip TTA mirrors back the predictor's inputs instead of its outputs when those are fewer (pose: 308
+        # heatmaps from 256 features), for the tasks the table allows it.
         self.fused_flip = set()
-        if "pose" in self.models and not compiled:
-            predictor = self.models["pose"].decode_head.predictor
-            if predictor.in_channels < predictor.out_channels:
-                self.fused_flip.add("pose")
+        for task, model in self.models.items():
+            predictor = model.decode_head.predictor
+            if task_spec(task).fuse_flip and not compiled and predictor.in_channels < predictor.out_channels:
+                self.fused_flip.add(task)
         self.transfers = transfers_for(device, list(self.models))
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-device")
         self.events: list[str] = []
@@ -132,10 +122,12 @@ class InferenceEngine:
         """The task's outputs for batch x, flip TTA merged in. A batch that runs out of device memory is split
         in two and retried (recursively), and the split is reported in `events`."""
         n = x.shape[0]
+        spec = task_spec(task)
         batch = pad_to_bucket(x) if self.compiled else x
         try:
             if flip and task in self.fused_flip:
-                return {"heatmaps": self.models[task].flip_tta(batch, MERGES[task]["heatmaps"][1])[:n]}
+                (name,) = spec.flips
+                return {name: self.models[task].flip_tta(batch, spec.flip_order(name))[:n]}
             out = self.runners[task](with_flipped(batch) if flip else batch)
         except torch.OutOfMemoryError:
             if x.shape[0] == 1:
@@ -149,11 +141,11 @@ class InferenceEngine:
             first, second = self._forward(task, x[:half], flip), self._forward(task, x[half:], flip)
             return {k: None if v is None else torch.cat([v, second[k]]) for k, v in first.items()}
         merged: dict[str, torch.Tensor | None] = {}
-        for name, (kind, order) in MERGES[task].items():
+        for name, how in spec.flips.items():
             value = getattr(out, name)
             if value is not None:
                 if flip:
-                    value = merge_flip(value, kind, order)
+                    value = merge_flip(value, how.kind, spec.flip_order(name))
                 value = value[:n]  # drop the bucket padding
                 if self.compiled:
                     # a CUDA graph's outputs live in memory its next replay overwrites (the other half of an
@@ -163,57 +155,40 @@ class InferenceEngine:
         return merged
 
     def _launch(self, task: str, images: list[torch.Tensor], results: list[FrameResult], flip: bool) -> Outputs:
-        """Queue the task's work for the batch; the outputs stay on the device."""
-        if task == "pose":
-            return self._launch_pose(images, results, flip)
-        cfg = self.cfg[task]
+        """Queue the task's work for the batch: the forward and the table's post-processing; the outputs stay on
+        the device."""
+        spec, cfg = task_spec(task), self.cfg[task]
+        if spec.per_person:
+            return self._launch_crops(task, images, results, flip)
+        width = self.seg_width if spec.temporal is not None and spec.temporal.kind == "seg" else None
         outputs: Outputs = []
         for part in chunks(len(images), cfg.max_batch):
-            frames = prepare_frames(images[part], tuple(cfg.input_size), KEEP_ASPECT[task], device=self.device,
+            frames = prepare_frames(images[part], tuple(cfg.input_size), spec.keep_aspect, device=self.device,
                                     dtype=self.dtype)  # fmt: skip
-            out = self._forward(task, frames.pixel_values, flip)
-            if task == "seg":
-                labels = [{"seg": x.to(torch.uint8)} for x in seg_labels(out["logits"], frames)]
-                if self.seg_width is not None:
-                    for item, p in zip(labels, seg_probabilities(out["logits"], frames, self.seg_width), strict=True):
-                        item["seg_probabilities"] = p
-                outputs += labels
-            elif task == "matting":
-                outputs += [
-                    {"alpha": a[0], "foreground": f.permute(1, 2, 0)}
-                    for a, f in mattes(out["alphas"], out["foregrounds"], frames)
-                ]  # fmt: skip
-            elif task == "normal":
-                outputs += [{"normals": n.permute(1, 2, 0)} for n in unit_normals(out["normals"], frames)]
-            else:
-                maps = metric_pointmaps(out["pointmaps"], out["scales"], frames)
-                outputs += [{"pointmap": m.permute(1, 2, 0)} for m in maps]
+            outputs += spec.frame_post(self._forward(task, frames.pixel_values, flip), frames, width)
         return outputs
 
-    def _launch_pose(self, images: list[torch.Tensor], results: list[FrameResult], flip: bool) -> Outputs:
-        cfg = self.cfg["pose"]
+    def _launch_crops(self, task: str, images: list[torch.Tensor], results: list[FrameResult], flip: bool) -> Outputs:
+        """A per-person task: every person's crop, batched across frames; one output of every crop's arrays."""
+        spec, cfg = task_spec(task), self.cfg[task]
         boxes = [np.array([p.box for p in r.people], np.float32).reshape(-1, 4) for r in results]
         size = tuple(cfg.input_size)
         crops = crop_persons(images, boxes, size, device=self.device, dtype=self.dtype)
         if len(crops) == 0:
             return []
-        keypoints, scores = [], []
-        for part in chunks(len(crops), cfg.max_batch):
-            heatmaps = self._forward("pose", crops.pixel_values[part], flip)["heatmaps"]
-            kp, sc = decode_heatmaps(heatmaps, crops.boxes[part], size)
-            keypoints.append(kp)
-            scores.append(sc)
-        return [{"keypoints": torch.cat(keypoints), "scores": torch.cat(scores)}]
+        parts = [spec.crop_post(self._forward(task, crops.pixel_values[part], flip), crops.boxes[part], size)
+                 for part in chunks(len(crops), cfg.max_batch)]  # fmt: skip
+        return [{name: torch.cat([p[name] for p in parts]) for name in parts[0]}]
 
     def _assemble(self, task: str, results: list[FrameResult], outputs: Outputs) -> None:
         """Hand the host copies of the task's outputs to the results they belong to."""
         keep = self.transfers.keep
-        if task == "pose":
+        if task_spec(task).per_person:
             if outputs:
                 people = [p for r in results for p in r.people]
-                kp_all, sc_all = keep(outputs[0]["keypoints"]).numpy(), keep(outputs[0]["scores"]).numpy()
-                for person, kp, sc in zip(people, kp_all, sc_all, strict=True):
-                    person.keypoints, person.keypoint_scores = kp, sc
+                for name, value in outputs[0].items():
+                    for person, array in zip(people, keep(value).numpy(), strict=True):
+                        setattr(person, name, array)
             return
         for r, out in zip(results, outputs, strict=True):
             for name, value in out.items():
