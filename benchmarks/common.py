@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sapiens2_stream.runtime.pipeline import ResultCallback
+
 # where the pipeline benchmarks run: cpu here; benchmarks/gpu.sh sets cuda to get the same rows from a GPU
 DEVICE = os.environ.get("SAPIENS2_BENCH_DEVICE", "cpu")
 # seconds each live benchmark streams (gpu.sh shortens it to fit its time box)
@@ -54,9 +56,9 @@ def steady_rate(pipeline) -> tuple[dict, float]:
     last frame: the models' warm-up is not the machine's rate, and counting the first batch's frames without its
     time would favour large batches (a file's 4 frames arrive at once)."""
     written = []
-    pipeline.on_result = lambda result, p: written.append(time.time())
+    pipeline.observe(ResultCallback(pipeline, lambda result, p: written.append(time.time())))
     summary = pipeline.run()
-    first = pipeline.metrics.batch_sizes["infer"][0]
+    first = pipeline.times.batch_sizes["infer"][0]
     return summary, (len(written) - first) / (written[-1] - written[first - 1])
 
 

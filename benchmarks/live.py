@@ -35,14 +35,15 @@ def pose_seg(tiny: dict, uri: str, out: Path, frames: int) -> PipelineConfig:
     })  # fmt: skip
 
 
-def age(summary: dict) -> str:
-    a = summary["frame_age_ms"]
+def age(source: dict) -> str:
+    a = source["frame_age_ms"]
     return f"frame age p50 {a['p50']:.0f} ms, p95 {a['p95']:.0f} ms"
 
 
 def row(name: str, written_fps: float, baseline: str, baseline_fps: float, summary: dict) -> dict:
-    return dict(name=name, ours_s=1 / written_fps, baseline=baseline, baseline_s=1 / baseline_fps, note=age(summary),
-                frame_age_ms=summary["frame_age_ms"], dropped=summary["dropped"],
+    (source,) = summary["sources"].values()
+    return dict(name=name, ours_s=1 / written_fps, baseline=baseline, baseline_s=1 / baseline_fps, note=age(source),
+                frame_age_ms=source["frame_age_ms"], dropped=source["dropped"],
                 live_batch_sizes=summary["live_batch_sizes"])  # fmt: skip
 
 

@@ -21,8 +21,8 @@ from sapiens2_stream.io.outputs import make_sinks
 from sapiens2_stream.io.sources import Frame, Source
 from sapiens2_stream.io.synthetic import figure_box, make_clip
 from sapiens2_stream.models import pose_metadata
-from sapiens2_stream.runtime.engine import FrameResult, Person
 from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.runtime.results import FrameResult, Person
 from sapiens2_stream.track import OnlineSmoother, Tracker
 
 FRAMES, SIZE, PEOPLE = 8, (240, 320), 2

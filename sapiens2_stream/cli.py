@@ -37,15 +37,24 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
+    """`run`: the pipeline with its progress bar, and the console when runtime.console.port is set."""
     from .runtime.pipeline import Pipeline, SourceFailed
     from .runtime.progress import Progress, format_summary, save_summary
 
-    pipeline = Pipeline(config, resume=resume)  # configuration errors surface here (exit 2)
+    console = config.runtime.console.port is not None
+    if console and config.sources is None:  # the console names every source
+        config = config.named()
+        print(f"note: the console names the single source {config.sources[0].name} (its outputs in "
+              f"{config.per_source()[0].outputs.dir}/)", file=sys.stderr)  # fmt: skip
+    pipeline = Pipeline(config, resume=resume, serve=console)  # configuration errors surface here (exit 2)
+    if console:
+        from .console.pipeline_backend import PipelineConsole
+
+        pipeline.observe(PipelineConsole(pipeline))
     for stream in pipeline.streams:
         if stream.resumed is not None:
             print(f"{stream.name + ': ' if stream.name else ''}{stream.resumed.describe()}", file=sys.stderr)
-    bar = Progress(pipeline, enabled=progress)
-    pipeline.on_result = bar
+    pipeline.observe(Progress(pipeline, enabled=progress))
     failure = None
     try:
         summary = pipeline.run()
@@ -53,8 +62,6 @@ def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
         summary, failure = e.summary, e
     except Sapiens2StreamError as e:
         raise RuntimeFailure(str(e)) from e
-    finally:
-        bar.close()
     print(format_summary(summary), file=sys.stderr)
     save_summary(summary, config.outputs.dir)
     print(f"outputs in {Path(config.outputs.dir)}/", file=sys.stderr)

@@ -300,6 +300,13 @@ class PipelineConfig:
             return [self]
         return [self.for_source(src) for src in self.sources]
 
+    def named(self, default: str = "cam1") -> PipelineConfig:
+        """This configuration with its input(s) as `sources:` (the single `source:` named `default` unless it has a
+        name), for what addresses sources by name (the console, the fleet): outputs then go to OUTPUT/<name>/."""
+        if self.sources is not None:
+            return self
+        return dataclasses.replace(self, sources=[dataclasses.replace(self.source, name=self.source.name or default)])
+
     def for_source(self, src: SourceConfig) -> PipelineConfig:
         """The single-source configuration of the named source `src`: its outputs in OUTPUT/<name>/."""
         outputs = dataclasses.replace(self.outputs, dir=str(Path(self.outputs.dir) / src.name))

@@ -12,7 +12,7 @@ import yaml
 
 from sapiens2_stream.cli import main
 from sapiens2_stream.io.synthetic import make_clip
-from tests.test_pipeline import config, read_jsonl
+from tests.test_pipeline import config, read_jsonl, source_summary
 
 
 def encode(path, codec, pix_fmt, frames=3, size=(64, 48), alpha=False):
@@ -180,7 +180,7 @@ def test_soak_live_path_bounded_memory_and_queues(tmp_path, tiny_dir):
     )  # fmt: skip
     samples = []
     pipeline = Pipeline(cfg, on_result=lambda r, p: samples.append((p.source.stats.frames, rss_mb())))
-    summary = pipeline.run()
+    summary = source_summary(pipeline.run())
     assert summary["frames_in"] == 3000 and summary["frames_out"] > 100
     stream = pipeline.streams[0]
     assert stream.max_waiting <= 4 and stream.max_outbox <= 4

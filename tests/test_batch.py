@@ -78,7 +78,7 @@ def test_local_batch_equals_run_and_reports_broken_clips(tmp_path, clips, spec):
         assert cli("run", spec, "--source", clip, "--output", single, "--no-progress").returncode == 0
         assert_same_results(out / clip.stem, single)
         assert sorted(p.name for p in (out / clip.stem).iterdir()) == sorted(p.name for p in single.iterdir())
-        assert json.loads((out / clip.stem / "summary.json").read_text())["frames_out"] == len(
+        assert json.loads((out / clip.stem / "summary.json").read_text())["totals"]["frames_out"] == len(
             read_jsonl(single / "results.jsonl"))  # fmt: skip
         assert len(list((out / clip.stem / "tracks").glob("*.npz"))) == len(list((single / "tracks").glob("*.npz")))
 

@@ -19,6 +19,7 @@ import yaml
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from sapiens2_stream.io.jsonl import parse_lines
 from tests.test_integrations import wait_until
 from tests.test_pipeline import free_port
 
@@ -71,7 +72,7 @@ def sources(port):
 
 
 def lines(path):
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return parse_lines(path.read_bytes())[0] if path.exists() else []  # whole lines only: the file is being written
 
 
 def played(path):
@@ -315,11 +316,13 @@ def test_the_live_view_sink_encodes_only_while_someone_watches():
     from sapiens2_stream.config import VideoOutput
     from sapiens2_stream.console.live import LiveTap
     from sapiens2_stream.io.sources import Frame
+    from sapiens2_stream.io.video_feed import VideoFeed
     from sapiens2_stream.io.video_sinks import LiveViewSink
-    from sapiens2_stream.runtime.engine import FrameResult
+    from sapiens2_stream.runtime.results import FrameResult
 
-    view = LiveTap()
-    sink = LiveViewSink(10.0, VideoOutput(), (0, 0, 0), view)
+    view, feed = LiveTap(), VideoFeed()
+    feed.subscribe(view)
+    sink = LiveViewSink(10.0, VideoOutput(), (0, 0, 0), feed)
     results = [FrameResult(Frame(i, i / 10, time.time(), np.full((64, 64, 3), i, np.uint8)), [])
                for i in range(30)]  # fmt: skip
     for r in results[:10]:

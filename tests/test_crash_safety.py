@@ -19,7 +19,7 @@ from sapiens2_stream.io.segments import apply_retention
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.io.video_writer import playable_frames
 from tests.test_faults import cli
-from tests.test_pipeline import read_jsonl, video_times
+from tests.test_pipeline import read_jsonl, source_summary, video_times
 
 
 def write_spec(tmp_path, tiny_dir, uri, out, tasks=("pose",), **extra):
@@ -96,7 +96,7 @@ def test_sigkill_during_a_file_run_then_resume_completes_every_output(tmp_path, 
         assert len(c.streams.audio) == 1  # finalised with the source's audio
     for track in sorted((out / "tracks").glob("*.npz")):
         assert list(np.load(track)["frame_index"]) == list(range(150))
-    summary = json.loads((out / "summary.json").read_text())
+    summary = source_summary(json.loads((out / "summary.json").read_text()))
     assert summary.get("redrawn_frames", 0) == killed - playable and summary["resumed_from_frame"] == killed
 
     # the frames drawn again look like those of an uninterrupted run (recorded keypoints, seg computed again)
@@ -129,7 +129,7 @@ def test_live_run_rolls_into_segments_and_retention_deletes_the_oldest(tmp_path,
                       runtime={"policy": "block"})  # every frame written however busy the host  # fmt: skip
     run = cli("run", spec, "--no-progress")
     assert run.returncode == 0, run.stderr
-    summary = json.loads((out / "summary.json").read_text())
+    summary = source_summary(json.loads((out / "summary.json").read_text()))
     segments = sorted(p for p in out.iterdir() if p.is_dir())
     assert all(len(p.name) >= 19 and p.name[10] == "T" for p in segments)
     size = sum(f.stat().st_size for p in segments for f in p.rglob("*") if f.is_file())

@@ -9,7 +9,8 @@ import torch
 from sapiens2_stream.config import ModelConfig
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.runtime.device import CudaTransfers
-from sapiens2_stream.runtime.engine import InferenceEngine, Person
+from sapiens2_stream.runtime.engine import InferenceEngine
+from sapiens2_stream.runtime.results import Person
 from tests.test_engine import ReplayingModel, assert_same_people
 
 pytestmark = [
@@ -88,11 +89,11 @@ def test_split_batch_on_cuda_with_replayed_outputs(tiny_dir):
 def test_pipeline_runs_on_cuda(tmp_path, tiny_dir):
     from sapiens2_stream.io.synthetic import make_clip
     from sapiens2_stream.runtime.pipeline import Pipeline
-    from tests.test_pipeline import config, read_jsonl
+    from tests.test_pipeline import config, read_jsonl, source_summary
 
     clip = tmp_path / "clip.mp4"
     make_clip(clip, frames=12, size=(240, 320), people=2)
     cfg = config(tmp_path, tiny_dir, clip, tasks=("pose", "seg"), runtime={"device": "cuda"})
     summary = Pipeline(cfg).run()
     assert summary["device"].startswith("cuda") and summary["dtype"] == "bfloat16"
-    assert summary["frames_out"] == 12 and len(read_jsonl(tmp_path / "out" / "results.jsonl")) == 12
+    assert source_summary(summary)["frames_out"] == 12 and len(read_jsonl(tmp_path / "out" / "results.jsonl")) == 12

@@ -42,7 +42,7 @@ def test_matte_composite_made_once_and_never_drawn_on():
     annotated copy leaves the shared one (what the composite video writes) clean."""
     from sapiens2_stream.io.sources import Frame
     from sapiens2_stream.io.video_sinks import annotate, matte_composite
-    from sapiens2_stream.runtime.engine import FrameResult, Person
+    from sapiens2_stream.runtime.results import FrameResult, Person
 
     alpha = np.zeros((120, 160), np.float32)
     alpha[20:100, 40:120] = 1.0

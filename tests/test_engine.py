@@ -3,7 +3,8 @@
 import numpy as np
 import torch
 
-from sapiens2_stream.runtime.engine import InferenceEngine, Person
+from sapiens2_stream.runtime.engine import InferenceEngine
+from sapiens2_stream.runtime.results import Person
 
 
 def assert_same_people(expected, got):

@@ -58,7 +58,7 @@ def test_every_model_call_runs_on_one_device_thread_across_runs(tmp_path, tiny_d
     for model in loaded.engine.models.values():
         model.backbone.register_forward_hook(lambda *_: threads.append(threading.get_ident()))
     for _ in range(2):  # two runs on the same loaded models, as batch workers do
-        assert Pipeline(cfg, loaded=loaded).run()["frames_out"] == 10
+        assert Pipeline(cfg, loaded=loaded).run()["totals"]["frames_out"] == 10
     assert len(threads) >= 2 * 5 * 2  # every batch, both tasks, both runs
     assert len(set(threads)) == 1 and threads[0] != threading.main_thread().ident
 
@@ -66,7 +66,8 @@ def test_every_model_call_runs_on_one_device_thread_across_runs(tmp_path, tiny_d
 def test_a_batch_uploads_once_launches_every_task_then_copies_and_synchronises_once(tiny_dir):
     from sapiens2_stream.config import ModelConfig
     from sapiens2_stream.io.sources import Frame
-    from sapiens2_stream.runtime.engine import InferenceEngine, Person
+    from sapiens2_stream.runtime.engine import InferenceEngine
+    from sapiens2_stream.runtime.results import Person
 
     models = {t: ModelConfig(str(tiny_dir[t]), input_size=[64, 48], flip="on") for t in ("pose", "seg", "matting")}
     engine = InferenceEngine(models, torch.device("cpu"), torch.float32)

@@ -16,7 +16,7 @@ import yaml
 
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.runtime.pipeline import Pipeline
-from tests.test_pipeline import config, free_port, read_jsonl, start_rtsp_server, video_times
+from tests.test_pipeline import config, free_port, read_jsonl, source_summary, start_rtsp_server, video_times
 
 
 def cli(*args, timeout=240, **kwargs):
@@ -156,7 +156,7 @@ def test_camera_drop_reconnects_and_resolution_change(tmp_path, tiny_dir):
     finally:
         server.kill()
         pipeline.request_stop()
-    summary = box["summary"]
+    summary = source_summary(box["summary"])
     assert summary["frames_out"] == 40 and summary["reconnects"] >= 1 and summary["gap_s"] > 1.0
     records = read_jsonl(jsonl)
     pts = [r["pts"] for r in records]
@@ -182,7 +182,7 @@ def test_stalled_stream_times_out_and_reconnects(tmp_path, tiny_dir):
     finally:
         server.kill()
         pipeline.request_stop()
-    summary = box["summary"]
+    summary = source_summary(box["summary"])
     # (frames that arrived while the models loaded are still buffered, so the run must outlast them)
     assert summary["frames_out"] == 150 and summary["reconnects"] >= 1
     assert any("stream error" in e or "cannot open" in e for e in summary["events"])

@@ -25,6 +25,7 @@ from tests.test_pipeline import (
     free_port,
     needs_nginx_rtmp,
     read_jsonl,
+    source_summary,
     start_nginx_rtmp,
     start_rtsp_server,
     wait_for_port,
@@ -95,7 +96,7 @@ def test_restream_to_rtmp_survives_the_server_going_away(tmp_path, tiny_dir):
         watcher.stop.set()
         server.kill()
         pipeline.request_stop()
-    summary = box["summary"]
+    summary = source_summary(box["summary"])
     assert sum(killed < t < back for t in written) >= 15  # the run went on while the server was away
     stream = summary["outputs"]["stream"]
     assert stream["connections"] >= 2 and stream["dropped"] > 0 and stream["sent"] > 20
@@ -138,7 +139,7 @@ def test_restream_to_an_rtsp_server_with_record(tmp_path, tiny_dir):
     viewer = threading.Thread(target=watch, daemon=True)
     viewer.start()
     try:
-        summary = Pipeline(cfg).run()
+        summary = source_summary(Pipeline(cfg).run())
         viewer.join(timeout=20)
     finally:
         server.kill()
@@ -219,7 +220,7 @@ def test_mqtt_frames_and_track_events_match_the_results(tmp_path, tiny_dir):
     try:
         pipeline = Pipeline(cfg)
         pipeline.detector = Scripted()
-        summary = pipeline.run()
+        summary = source_summary(pipeline.run())
         wait_until(lambda: len(sub.on("sapiens2/pipeline/frames")) >= 40, 10, "every frame message")
         time.sleep(0.5)
     finally:
@@ -274,7 +275,7 @@ def test_mqtt_broker_killed_and_restarted_mid_run(tmp_path, tiny_dir):
         sub.close()
         broker.kill()
         pipeline.request_stop()
-    summary = box["summary"]
+    summary = source_summary(box["summary"])
     assert sum(killed < t < back for t in written) >= 20  # the run never waited for the broker
     after = [t for t, _ in sub.on("sapiens2/pipeline/frames") if t > back]
     assert len(after) >= 20  # messages flow again
@@ -314,7 +315,7 @@ def test_mqtt_source_events_when_the_camera_drops(tmp_path, tiny_dir):
     events = [m["event"] for _, m in sub.on("sapiens2/site/door/events") if m["event"].startswith("source")]
     assert events[:2] == ["source_disconnected", "source_reconnected"]
     gap = next(m for _, m in sub.on("sapiens2/site/door/events") if m["event"] == "source_reconnected")["gap_s"]
-    assert gap > 1.5 and box["summary"]["reconnects"] >= 1
+    assert gap > 1.5 and source_summary(box["summary"])["reconnects"] >= 1
 
 
 # ------------------------------------------------------------------------------------------------ metrics
@@ -345,7 +346,7 @@ def test_metrics_and_health_during_a_real_rtsp_run(tmp_path, tiny_dir):
     thread, box = run_in_thread(pipeline)
     health = []
     try:
-        wait_until(lambda: pipeline.streams[0].metrics.frames_out >= 10, 60, "the first results")
+        wait_until(lambda: pipeline.streams[0].numbers.written >= 10, 60, "the first results")
         status, text = scrape(metrics_port)
         assert status == 200
         values = samples(text)
@@ -366,7 +367,7 @@ def test_metrics_and_health_during_a_real_rtsp_run(tmp_path, tiny_dir):
     assert [h[0] for h in health] == [200, 503, 200]
     assert json.loads(health[1][1])["silent"] == ["pipeline"] and json.loads(health[0][1])["status"] == "ok"
     # at the end, the metrics say what summary.json says
-    summary = box["summary"]
+    summary = source_summary(box["summary"])
     from prometheus_client import generate_latest
 
     final = samples(generate_latest(pipeline.monitor.registry).decode())

@@ -13,7 +13,7 @@ from benchmarks.common import steady_rate
 from sapiens2_stream.io.synthetic import make_clip, record_lavfi
 from sapiens2_stream.runtime.pipeline import Pipeline
 from tests.test_faults import run_in_thread
-from tests.test_pipeline import config, frame_age_bound_ms, free_port, start_rtsp_server
+from tests.test_pipeline import config, frame_age_bound_ms, free_port, source_summary, start_rtsp_server
 
 # slower than real time on this CPU (about 3 frames/s) for a 15 fps camera
 SLOW = {m: {"input_size": [512, 384], "flip": "off"} for m in ("pose", "seg")}
@@ -35,8 +35,10 @@ def test_live_camera_faster_than_the_models_delivers_at_the_file_rate(tmp_path, 
         if when == "after":
             camera = f"lavfi:testsrc2=size=320x240:rate={fps},realtime"
             live = Pipeline(slow_config(tmp_path, tiny_dir, camera, "live", source={"max_frames": fps * seconds}))
-            summary, written_fps = steady_rate(live)
+            run_summary, written_fps = steady_rate(live)
+            summary = source_summary(run_summary)
         file_summary, rate = steady_rate(Pipeline(slow_config(tmp_path, tiny_dir, clip, f"file-{when}")))
+        file_summary = source_summary(file_summary)
         assert file_summary["frames_out"] == 36 and rate < fps / 2  # the models are slower than the camera
         file_rates.append(rate)
     file_fps = float(np.mean(file_rates))
@@ -44,14 +46,14 @@ def test_live_camera_faster_than_the_models_delivers_at_the_file_rate(tmp_path, 
     assert summary["seconds"] >= 60
     assert written_fps >= 0.9 * file_fps, (written_fps, file_rates)
     # nothing computed is thrown away while the output keeps up; every frame is written or counted as dropped
-    assert stream.processed == summary["frames_out"] and "output_too_slow" not in summary["dropped"]
+    assert stream.numbers.processed == summary["frames_out"] and "output_too_slow" not in summary["dropped"]
     assert summary["frames_out"] + summary["dropped"]["waiting_too_long"] == summary["frames_in"] == fps * seconds
     # frame age within two batches of processing plus one frame interval
-    batch_ms = np.multiply(live.metrics.stage_ms["infer"], live.metrics.batch_sizes["infer"])
+    batch_ms = np.multiply(live.times.stage_ms["infer"], live.times.batch_sizes["infer"])
     bound = 2 * np.percentile(batch_ms, 95) + 1000 / fps
     assert summary["frame_age_ms"]["p95"] <= bound, (summary["frame_age_ms"], bound)
     # degraded by choice, visibly: behind nearly all the time, so the detector ran on about every 3rd frame
-    assert summary["under_load_share"] > 0.8 and summary["live_batch_sizes"]
+    assert summary["under_load_share"] > 0.8 and run_summary["live_batch_sizes"]
     assert summary["detector"]["frames_detected"] <= summary["frames_out"] / 2
     assert file_summary["detector"]["frames_detected"] == 36  # a file never falls behind: every frame
     with av.open(str(tmp_path / "live" / "out" / "annotated.mp4")) as video:
@@ -90,7 +92,7 @@ def test_camera_drop_under_overload_recovers_within_seconds(tmp_path, tiny_dir):
         pipeline.request_stop()
         thread.join(timeout=60)
         server.kill()
-    summary = box["summary"]
+    summary = source_summary(box["summary"])
     after = [t for t in written if t > back]
     assert summary["reconnects"] >= 1
     assert after and after[0] - back < 5.0, "results did not come back within seconds"
@@ -114,7 +116,7 @@ def test_live_matting_that_keeps_up_writes_every_frame_promptly(tmp_path, tiny_d
         source="lavfi:testsrc2=size=640x360:rate=10,realtime",
     )  # fmt: skip
     pipeline = Pipeline(cfg)
-    summary = pipeline.run()
+    summary = source_summary(pipeline.run())
     assert summary["frames_in"] == 100 and summary["frames_out"] >= 95 and "output_too_slow" not in summary["dropped"]
     age = summary["frame_age_ms"]
     assert age["p50"] <= frame_age_bound_ms(pipeline, 10, 50) and age["p95"] <= frame_age_bound_ms(pipeline, 10), age

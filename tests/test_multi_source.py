@@ -217,7 +217,7 @@ def test_each_source_resumes_from_its_own_record(tmp_path, tiny_dir, clips):
     pipeline = Pipeline(cfg)
     thread, box = run_in_thread(pipeline)
     wait = time.time() + 60
-    while time.time() < wait and min(s.metrics.frames_out for s in pipeline.streams) < 4:
+    while time.time() < wait and min(s.numbers.written for s in pipeline.streams) < 4:
         time.sleep(0.02)
     pipeline.request_stop()
     thread.join(timeout=60)

@@ -57,10 +57,11 @@ def frame_age_bound_ms(pipeline, fps, q=95, own_output_ms=0.0):
     """The frame age (arrival to written) a live run may show at percentile q, from what the same run measured:
     a frame waits for at most the batch in progress, then takes a batch of its own (detect + infer), waits for at
     most one earlier result's output and has its own written, plus one frame interval of arrival jitter.
-    `own_output_ms`: what the test's own result callback adds to each output."""
-    m, written = pipeline.metrics, pipeline.streams[0].metrics
-    batch = sum(np.percentile(np.multiply(m.stage_ms[s], m.batch_sizes[s]), q) for s in ("detect", "infer"))
-    return 2 * batch + 2 * (np.percentile(written.stage_ms["write"], q) + own_output_ms) + 1000 / fps
+    `own_output_ms`: what the test's own result callback adds to each output (the write stage measures it too)."""
+    m, written = pipeline.times, pipeline.streams[0].numbers.times
+    batch = sum(np.percentile(np.multiply(m.stage_ms[s], m.batch_sizes[s]), q) for s in ("detect", "track", "infer"))
+    output = sum(np.percentile(times, q) for s, times in written.stage_ms.items())  # temporal, smooth, write
+    return 2 * batch + 2 * (output + own_output_ms) + 1000 / fps
 
 
 def video_times(path):
@@ -104,7 +105,8 @@ def test_every_frame_in_order_in_every_sink(tmp_path, tiny_dir, clip):
     assert len(tracks) == 2 and len(list((out / "tracks").glob("*.parquet"))) == 2
     data = np.load(tracks[0])
     assert data["keypoints_raw"].shape == (24, 308, 2) and data["coco17_smoothed"].shape == (24, 17, 2)
-    assert summary["frames_in"] == summary["frames_out"] == 24 and not summary["dropped"]
+    source = source_summary(summary)
+    assert source["frames_in"] == source["frames_out"] == 24 and not source["dropped"]
     assert summary["batch_size"]["infer"]["max"] == 3
 
 
@@ -134,7 +136,7 @@ def test_live_source_bounded_age_and_counted_drops(tmp_path, tiny_dir):
     )  # fmt: skip
     pipeline = Pipeline(cfg)
     assert pipeline.streams[0].policy == "latest"
-    summary = pipeline.run()
+    summary = source_summary(pipeline.run())
     dropped = sum(summary["dropped"].values())
     assert summary["frames_in"] == 60
     assert dropped > 0 and summary["frames_out"] + dropped == 60
@@ -165,7 +167,7 @@ def test_slow_output_cannot_pile_up_latency(tmp_path, tiny_dir):
         slept.append((time.perf_counter() - start) * 1e3)
 
     pipeline = Pipeline(cfg, on_result=slow_output)
-    summary = pipeline.run()
+    summary = source_summary(pipeline.run())
     assert summary["dropped"].get("output_too_slow", 0) > 0
     assert summary["frames_out"] + sum(summary["dropped"].values()) == summary["frames_in"] == 60
     # results did not queue up behind the slow output (without the drop the age grows with the run: 1.5 s here)
@@ -222,6 +224,12 @@ def _quiet_ports():
 QUIET_PORTS = _quiet_ports()
 
 
+def source_summary(summary: dict) -> dict:
+    """The part of a one-source run's summary that is its source's (summary.json has one shape for any number)."""
+    (source,) = summary["sources"].values()
+    return source
+
+
 def free_port() -> int:
     """A port on 127.0.0.1 that is free now and that no process binding port 0 will take before the test uses it."""
     for port in QUIET_PORTS:
@@ -268,7 +276,7 @@ def rtsp_server(tmp_path):
 def test_rtsp_stream(tmp_path, tiny_dir, rtsp_server):
     url, *_ = rtsp_server
     cfg = config(tmp_path, tiny_dir, url + "?play_count=0", source={"max_frames": 20}, runtime={"policy": "block"})
-    summary = Pipeline(cfg).run()
+    summary = source_summary(Pipeline(cfg).run())
     records = read_jsonl(tmp_path / "out" / "results.jsonl")
     assert summary["frames_out"] == len(records) == 20
     pts = [r["pts"] for r in records]
@@ -327,7 +335,7 @@ def test_rtmp_stream(tmp_path, tiny_dir, clip):
     try:
         time.sleep(1.0)  # the publisher is on air
         cfg = config(tmp_path, tiny_dir, url, source={"max_frames": 30}, runtime={"policy": "block"})
-        summary = Pipeline(cfg).run()
+        summary = source_summary(Pipeline(cfg).run())
     finally:
         publisher.kill()
         server.kill()
@@ -405,7 +413,7 @@ def test_http_stream(tmp_path, tiny_dir, clip):
         wait_for_port(port, server, "HTTP test server")
         cfg = config(tmp_path, tiny_dir, f"http://127.0.0.1:{port}/clip.mp4", source={"max_frames": 10},
                      runtime={"policy": "block"})  # fmt: skip
-        summary = Pipeline(cfg).run()
+        summary = source_summary(Pipeline(cfg).run())
     finally:
         server.kill()
     assert summary["frames_out"] == 10 and [r["frame"] for r in read_jsonl(tmp_path / "out" / "results.jsonl")] == list(
@@ -418,6 +426,6 @@ def test_a_file_never_drops_frames_whatever_the_policy(tmp_path, tiny_dir, clip)
     for policy in ("latest", "drop_oldest"):
         cfg = config(tmp_path / policy, tiny_dir, clip, runtime={"policy": policy, "queue_size": 1},
                      outputs={"video": {"enabled": False}})  # fmt: skip
-        summary = Pipeline(cfg).run()
+        summary = source_summary(Pipeline(cfg).run())
         assert summary["frames_out"] == 24 and not summary["dropped"], policy
         assert [r["frame"] for r in read_jsonl(tmp_path / policy / "out" / "results.jsonl")] == list(range(24))

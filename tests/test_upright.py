@@ -13,7 +13,7 @@ from sapiens2_stream.config import SourceConfig
 from sapiens2_stream.io.sources import Source
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.runtime.pipeline import Pipeline
-from tests.test_pipeline import config, read_jsonl
+from tests.test_pipeline import config, read_jsonl, source_summary
 
 FFMPEG = imageio_ffmpeg.get_ffmpeg_exe()
 
@@ -62,7 +62,7 @@ def test_portrait_phone_video_through_the_pipeline(tmp_path, tiny_dir, clip):
     tagged = tmp_path / "portrait.mp4"
     ffmpeg("-display_rotation", "90", "-i", clip, "-c", "copy", tagged)
     cfg = config(tmp_path, tiny_dir, tagged, detector={"type": "full_frame"}, outputs={"video": {"draw": []}})
-    summary = Pipeline(cfg).run()
+    summary = source_summary(Pipeline(cfg).run())
     records = read_jsonl(tmp_path / "out" / "results.jsonl")
     assert records[0]["people"][0]["box"] == [0, 0, 240, 320]  # the upright frame: 240 wide, 320 high
     with av.open(str(tmp_path / "out" / "annotated.mp4")) as video:

@@ -14,7 +14,7 @@ import yaml
 from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.io.video_sinks import annotated
 from sapiens2_stream.runtime.pipeline import Pipeline
-from tests.test_pipeline import config
+from tests.test_pipeline import config, source_summary
 
 pyvirtualcam = pytest.importorskip("pyvirtualcam")  # part of the dev extra
 
@@ -69,7 +69,7 @@ def test_the_camera_gets_the_pictures_at_its_own_pace(tmp_path, tiny_dir, record
     video, seen = cfg.outputs.video, []
     shown = lambda r, p: seen.append(annotated(r, video.draw, video.keypoint_threshold))  # noqa: E731
     pipeline = Pipeline(cfg, on_result=shown)
-    summary = run_for(pipeline, 8)
+    summary = source_summary(run_for(pipeline, 8))
     assert recording.opened == [(320, 240, 10.0, None)]  # the source's size and rate (fps: auto)
     times = [t for t, _ in recording.received]
     frames = [f for _, f in recording.received]
@@ -85,7 +85,7 @@ def test_a_slow_camera_never_slows_the_pipeline(tmp_path, tiny_dir, recording):
     recording.send_s = 0.5  # a consumer that takes half a second a frame
     cfg = config(tmp_path, tiny_dir, CAMERA, outputs={"virtual_camera": {"enabled": True, "backend": "recording"}},
                  runtime={"threads": 1})  # fmt: skip
-    summary = run_for(Pipeline(cfg), 8)
+    summary = source_summary(run_for(Pipeline(cfg), 8))
     stats = summary["outputs"]["virtual_camera"]
     assert stats["pictures"] == summary["frames_out"] and summary["frames_out"] > 4 * stats["sent"]
     assert not summary["dropped"].get("output_too_slow") and stats["replaced"] > 0

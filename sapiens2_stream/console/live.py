@@ -11,12 +11,15 @@ pipeline. The latest annotated picture is kept too, for JPEG snapshots, encoded 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 
 import av
 import cv2
 import numpy as np
+
+from ..runtime.observer import Observer
 
 VIEWER_QUEUE = 50  # fragments a viewer may have waiting before it skips to the next keyframe
 ASKED_HOLD_S = 5.0  # a picture asked for keeps a source without its own video drawing for this long
@@ -74,7 +77,6 @@ class LiveTap:
         self.fragment = bytearray()
         self.keyframes: list[bool] = []  # per packet muxed and not yet out as a fragment: a keyframe?
         self.viewers: set[Viewer] = set()
-        self.recording = None  # the path of the video file its recorder writes now, if any
         self.latest: np.ndarray | None = None  # the latest annotated picture (RGB)
         self.pictures = 0
         self.asked_at = -1e9  # when a picture was last asked for (snapshot, MJPEG)
@@ -198,3 +200,27 @@ class LiveTap:
             return None
         ok, data = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
         return data.tobytes() if ok else None
+
+
+class LiveViews(Observer):
+    """A pipeline's observer that keeps a live view (`LiveTap`) of every source, subscribed to the source's video
+    feed: the console's own, or a fleet worker's for the driver's console."""
+
+    def __init__(self) -> None:
+        self.taps: dict[int, LiveTap] = {}
+
+    def source_added(self, stream) -> None:
+        tap = LiveTap()
+        with contextlib.suppress(RuntimeError):  # added from another thread: the console's tick sets the loop
+            tap.loop = asyncio.get_running_loop()
+        stream.feed.subscribe(tap)
+        self.taps[id(stream)] = tap
+
+    def source_closed(self, stream) -> None:
+        tap = self.taps.get(id(stream))
+        if tap is not None:
+            stream.feed.leave(tap)
+            tap.close()
+
+    def of(self, stream) -> LiveTap | None:
+        return self.taps.get(id(stream))

@@ -1,4 +1,5 @@
-"""The console's view of one running pipeline: its streams, read and changed on the pipeline's own loop."""
+"""The console of one running pipeline: an observer of it (`PipelineConsole`) that serves the console on the
+pipeline's own loop, keeps a live view of every source and reads and changes the pipeline's streams there."""
 
 from __future__ import annotations
 
@@ -6,21 +7,23 @@ import asyncio
 from pathlib import Path
 
 from ..config import SourceConfig
-from .live import LiveTap
-from .status import Rates, describe
+from ..runtime.observer import Observer
+from .live import LiveTap, LiveViews
+from .server import Console
+from .status import describe
 
 
 class PipelineBackend:
-    def __init__(self, pipeline) -> None:
-        self.pipeline = pipeline
+    def __init__(self, pipeline, views: LiveViews) -> None:
+        self.pipeline, self.views = pipeline, views
         self.cfg = pipeline.cfg
-        self.rates = Rates()
         self.removed: set[str] = set()  # sources removed here: no longer listed
 
     def tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.rates.sample({s.name: (s.source.stats.frames, s.metrics.frames_out) for s in self.pipeline.streams})
         for stream in self.pipeline.streams:
-            stream.view.loop = loop
+            tap = self.views.of(stream)
+            if tap is not None:
+                tap.loop = loop
 
     def listed(self) -> list:
         return [s for s in self.pipeline.streams if not (s.closed and s.name in self.removed)]
@@ -35,7 +38,7 @@ class PipelineBackend:
 
     def status(self, name: str) -> dict | None:
         stream = self.stream(name)
-        return None if stream is None else describe(stream, self.rates)
+        return None if stream is None else describe(stream)
 
     def running(self) -> list[SourceConfig]:
         return [s.cfg.source for s in self.pipeline.streams if not s.closed]
@@ -44,7 +47,7 @@ class PipelineBackend:
         stream = await asyncio.get_running_loop().run_in_executor(None, self.pipeline.make_stream, source)
         self.pipeline.start_stream(stream)
         self.removed.discard(source.name)
-        return describe(stream, self.rates)
+        return describe(stream)
 
     async def remove(self, name: str) -> bool:
         stream = self.pipeline.running(name)
@@ -58,12 +61,28 @@ class PipelineBackend:
 
     def view(self, name: str) -> LiveTap | None:
         stream = self.stream(name)
-        return None if stream is None else stream.view
+        return None if stream is None else self.views.of(stream)
 
     def folder(self, name: str) -> Path:
         return Path(self.stream(name).cfg.outputs.dir)
 
     def recording_now(self, name: str) -> list[Path]:
         """The videos being written now (the live view's recorder)."""
-        stream = self.stream(name)
-        return [stream.view.recording] if stream.view.recording is not None else []
+        recording = self.stream(name).feed.recording
+        return [recording] if recording is not None else []
+
+
+class PipelineConsole(Observer):
+    """`runtime.console` for one pipeline: attach with `pipeline.observe(PipelineConsole(pipeline))` before it runs
+    (the pipeline should `serve`, so sources can be added after the first ones ended). The console starts and
+    ends with the run; its live views are the sources' own recorders."""
+
+    def __init__(self, pipeline) -> None:
+        self.views = pipeline.observe(LiveViews())
+        self.console = Console(PipelineBackend(pipeline, self.views), pipeline.cfg.runtime.console)
+
+    def started(self, pipeline) -> list:
+        return [self.console.serve()]
+
+    def ending(self) -> None:
+        self.console.close()

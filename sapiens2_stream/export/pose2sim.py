@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import Sapiens2StreamError
-from ..runtime.resume import parse_lines
+from ..io.jsonl import parse_lines
 from .calibration import Camera, read_calibration, write_calibration
 from .skeletons import SKELETONS, Layout, layout
 from .sync import BODY, Offset, Track2D, audio_offsets, motion_offsets, soundtrack

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import SourceConfig
 from ..console.live import LiveTap
-from ..console.status import Rates, source_status
+from ..console.status import source_status
 
 RELAY_POLL_S = 0.05  # how often a watched camera's relay asks its worker
 CALL_TIMEOUT_S = 5.0
@@ -79,11 +79,9 @@ class FleetBackend:
         self.fleet = fleet
         self.cfg = fleet.cfg
         self.relays: dict[str, Relay] = {}
-        self.rates = Rates()
 
     def tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.rates.sample({n: (c["frames_in"], c["frames_out"]) for n in self.names()
-                           if (c := self.camera_stats(n)) is not None})  # fmt: skip
+        pass  # the workers report their cameras' rates
 
     def names(self) -> list[str]:
         return list(self.fleet.record.data["sources"])
@@ -102,7 +100,7 @@ class FleetBackend:
         c = self.camera_stats(name) or {}
         state = c.get("state", "starting") if fleet.owner_alive(name) else "no owner"
         age = fleet.result_age(name, time.time()) if name in fleet.result_wall else None
-        return {**source_status(name, c.get("uri", ""), state, c, self.rates, age),
+        return {**source_status(name, c.get("uri", ""), state, c, age),
                 "worker": where["worker"], "node": where["node_id"], "epoch": where["epoch"]}  # fmt: skip
 
     def running(self) -> list[SourceConfig]:

@@ -54,7 +54,7 @@ class Fleet:
 
     def __init__(self, cfg: PipelineConfig, address: str) -> None:
         if cfg.sources is None:
-            cfg = replace(cfg, sources=[replace(cfg.source, name=cfg.source.name or "cam1")])
+            cfg = cfg.named()
         self.cfg = cfg
         self.out = Path(cfg.outputs.dir).resolve()
         self.out.mkdir(parents=True, exist_ok=True)

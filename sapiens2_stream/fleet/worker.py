@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import PipelineConfig, SourceConfig, from_dict
+from ..console.live import LiveViews
 from ..console.status import counters, state, without_credentials
 from ..errors import Sapiens2StreamError
 from .record import added_sources, assigned_to, continuation, fence_for
@@ -70,7 +71,8 @@ class FleetWorker:
         self.loaded = load_models(cfg)
         self.epochs: dict[str, int] = {}
         # cameras come by sync
-        self.pipeline = Pipeline(replace(cfg, sources=[]), loaded=self.loaded, serve=True, views=views)
+        self.pipeline = Pipeline(replace(cfg, sources=[]), loaded=self.loaded, serve=True)
+        self.views = self.pipeline.observe(LiveViews()) if views else None  # for the driver's console
         self.summary: dict | None = None
         self.thread = threading.Thread(target=self._run, name=f"fleet-{name}", daemon=True)
         self.thread.start()
@@ -114,7 +116,7 @@ class FleetWorker:
         """Frames/s this worker processes live cameras at: synthetic frames with two people each through the
         detector and the models, in micro-batches of the size live sources get (as many frames as fit in
         `runtime.max_frame_age_s` at the cost per frame measured on single frames). Warm-ups are not counted."""
-        from ..runtime.pipeline import frames_within
+        from ..runtime.planner import frames_within
 
         rt = self.cfg.runtime
         per_frame = self._seconds_per_batch(1)
@@ -124,7 +126,7 @@ class FleetWorker:
     def _seconds_per_batch(self, size: int) -> float:
         """Median seconds of a batch of `size` frames (after one warm-up batch)."""
         from ..io.sources import Frame
-        from ..runtime.engine import Person
+        from ..runtime.results import Person
 
         engine, detector = self.loaded.engine, self.loaded.detector
         rng = np.random.default_rng(0)
@@ -172,31 +174,31 @@ class FleetWorker:
     def stats(self) -> dict:
         """The worker's numbers for the driver (also its sign of life): per camera, what it read and wrote and
         the age of its latest result."""
-        now = time.time()
         cameras = {}
         for s in self.running().values():
             cameras[s.name] = {
                 "epoch": self.epochs[s.name], **counters(s),
-                "processed": s.processed, "processed_fps": round(s.processed / s.seconds(), 2),
-                "result_age_s": None if s.last_written is None else round(now - s.last_written, 3),
                 "state": "fenced" if s.fenced else state(s), "uri": without_credentials(s.cfg.source.uri),
-                "recording": str(s.view.recording) if s.view is not None and s.view.recording else None,
+                "recording": str(s.feed.recording) if s.feed.recording else None,
             }  # fmt: skip
         return {**self.info(), "worker": self.name, "cameras": cameras}
 
     def live(self, camera: str, after: int) -> dict | None:
         """The camera's live view since fragment `after`, for the driver's console (see LiveTap.since)."""
-        stream = self.running().get(camera)
-        return None if stream is None or stream.view is None else stream.view.since(after)
+        view = self._view(camera)
+        return None if view is None else view.since(after)
 
     def snapshot(self, camera: str) -> bytes | None:
         """The camera's latest annotated picture as JPEG (counts as watching, so one is drawn if none is)."""
+        view = self._view(camera)
+        return None if view is None else view.jpeg()
+
+    def _view(self, camera: str):
         stream = self.running().get(camera)
-        return None if stream is None or stream.view is None else stream.view.jpeg()
+        return None if stream is None or self.views is None else self.views.of(stream)
 
     def stop(self, timeout: float = 60.0) -> dict:
         """Stop every camera (outputs complete and playable) and the pipeline; returns each camera's summary."""
         self.pipeline.finish()
         self.thread.join(timeout)
-        summary = self.summary or {}
-        return summary.get("sources", {}) if "sources" in summary else {}
+        return (self.summary or {}).get("sources", {})

@@ -47,3 +47,18 @@ class JsonlSink(Sink):
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def parse_lines(data: bytes) -> tuple[list[dict], int]:
+    """The complete, valid JSON lines at the start of a JSONL's bytes, and where they end."""
+    records, good_end, pos = [], 0, 0
+    while True:
+        end = data.find(b"\n", pos)
+        if end < 0:
+            break
+        try:
+            records.append(json.loads(data[pos:end]))
+        except json.JSONDecodeError:
+            break
+        good_end = pos = end + 1
+    return records, good_end

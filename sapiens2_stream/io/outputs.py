@@ -4,6 +4,8 @@ segment folder), then the outputs that live for the whole run (window, re-stream
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -18,6 +20,7 @@ from .restream import RestreamSink
 from .segments import Segments
 from .sink import Sink
 from .track_files import TrackSink
+from .video_feed import VideoFeed
 from .video_sinks import GREEN_SCREEN, GeometrySink, LiveViewSink, MattingSink, VideoSink, annotated, matte_composite
 from .virtualcam import VirtualCameraSink, camera_fps
 
@@ -45,9 +48,23 @@ def matting_background(background):
     return tuple(background) if isinstance(background, (list, tuple)) else background
 
 
-def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume=None, tap=None) -> list[Sink]:
-    """The sinks that write files into `out` (continuing them when resuming); `tap`: the console's live view of
-    the annotated video."""
+@dataclass
+class SinkSetup:
+    """What a source's sinks share with the run: `feed` (the annotated video offered to live views), `on_quit` (the
+    display window asks the run to end), `resume` (the interrupted run continued, or None), `mqtt` (the process's
+    client, when outputs.mqtt is on) and `fence(folder)` (asked before any folder of files is opened, raising
+    `Fenced` when this process may no longer write there; None: always allowed)."""
+
+    feed: VideoFeed
+    on_quit: Callable[[], None]
+    resume: object = None
+    mqtt: object = None
+    fence: Callable[[Path], None] | None = None
+
+
+def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume, feed: VideoFeed) -> list[Sink]:
+    """The sinks that write files into `out` (continuing them when resuming); the annotated video offered to
+    `feed`."""
     out.mkdir(parents=True, exist_ok=True)
     o = cfg.outputs
     model_ids = {task: m.source for task, m in cfg.enabled_models().items()}
@@ -55,7 +72,7 @@ def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume=None, 
     if o.jsonl.enabled:
         sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append=resume is not None))
     if o.video.enabled:
-        sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background, tap))
+        sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background, feed))
     if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
         sinks.append(MattingSink(out, source.fps, o.matting, o.video, resume, background))
     geometry_tasks = {t for t in cfg.enabled_models() if task_spec(t).geometry}
@@ -70,23 +87,22 @@ def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume=None, 
     return sinks
 
 
-def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None, fence=None, tap=None) -> list[Sink]:
+def make_sinks(cfg: PipelineConfig, source, setup: SinkSetup) -> list[Sink]:
     """The sinks the configuration asks for: the files under outputs.dir (rolled into segment folders with
-    outputs.segment_s), then the outputs that live for the whole run: the display window, the re-stream and the
-    MQTT messages (through the process's shared client `mqtt`). `fence(folder)`, when given, is asked before
-    every folder of files is opened (raising `Fenced` when this process may no longer write there). `tap`: the
-    console's live view, fed by the annotated video's recorder."""
+    outputs.segment_s), the live view's video when no annotated video is written, then the outputs that live for
+    the whole run: the display window, the virtual camera, the re-stream and the MQTT messages."""
+    fence, resume, mqtt, feed = setup.fence, setup.resume, setup.mqtt, setup.feed
     o = cfg.outputs
     background = matting_background(o.matting.background) if cfg.models.matting is not None else GREEN_SCREEN
     Path(o.dir).mkdir(parents=True, exist_ok=True)
     def files(folder: Path, resumed=None) -> list[Sink]:
         if fence is not None:
             fence(folder)
-        return file_sinks(cfg, source, folder, background, resumed, tap)
+        return file_sinks(cfg, source, folder, background, resumed, feed)
 
     sinks = [Segments(o, files)] if o.segment_s is not None else files(Path(o.dir), resume)
-    if tap is not None and not o.video.enabled:  # the console's live view, encoded only while watched
-        sinks.append(LiveViewSink(source.fps, o.video, background, tap))
+    if not o.video.enabled:  # a live view's video, drawn and encoded only while someone watches
+        sinks.append(LiveViewSink(source.fps, o.video, background, feed))
     shown = lambda r: annotated(r, o.video.draw, o.video.keypoint_threshold, background)  # noqa: E731
     name = cfg.source.name or cfg.name
     if cfg.models.matting is not None:  # what a person looks at: the composite, else the annotated picture
@@ -94,7 +110,7 @@ def make_sinks(cfg: PipelineConfig, source, on_quit, resume=None, mqtt=None, fen
     else:
         render = shown
     if o.display:
-        sinks.append(DisplaySink(render, on_quit))
+        sinks.append(DisplaySink(render, setup.on_quit))
     vc = o.virtual_camera
     if vc.enabled:
         rate = lambda: camera_fps(vc.fps, source.fps or source.rate)  # noqa: E731  (a live source: once open)

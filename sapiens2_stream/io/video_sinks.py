@@ -14,6 +14,7 @@ import torch
 from ..processing.dense import composite
 from .draw import depth_image, draw_box, draw_pose, draw_seg, normals_image
 from .sink import Sink
+from .video_feed import VideoFeed
 from .video_writer import VideoWriter
 
 GREEN_SCREEN = (0, 177, 64)
@@ -56,17 +57,17 @@ def matte_composite(result, background) -> np.ndarray:
     return result.pictures[key]
 
 
-def open_writer(path: Path, fps: float | None, video_cfg, resume=None, tap=None) -> VideoWriter:
+def open_writer(path: Path, fps: float | None, video_cfg, resume=None, feed: VideoFeed | None = None) -> VideoWriter:
     """A video writer; when resuming, it starts with the frames of the interrupted run's file up to the first one
-    the run draws again (`resume.redraw_from`). `tap`: the console's live view of what it encodes."""
+    the run draws again (`resume.redraw_from`). `feed`: offered what it encodes from then on (a live view)."""
     writer = VideoWriter(path, fps, video_cfg.crf, video_cfg.preset)
-    writer.tap = None  # the prefill below is the past, not live
-    if resume is not None and path.exists():
+    if resume is not None and path.exists():  # the prefill is the past, not live: not offered to the feed
         previous = path.with_name(path.stem + ".previous.mp4")
         os.replace(path, previous)
         writer.prefill(previous, resume.redraw_from)
         previous.unlink()
-    writer.tap = tap
+    if feed is not None:
+        writer.on_packet, writer.on_picture = feed.packet, feed.picture
     return writer
 
 
@@ -74,8 +75,9 @@ class VideoSink(Sink):
     redraw = True
 
     def __init__(self, path: Path, fps: float | None, cfg, audio_source: str | None, resume, background,
-                 tap=None) -> None:  # fmt: skip
-        self.writer = open_writer(path, fps, cfg, resume, tap)
+                 feed: VideoFeed | None = None) -> None:  # fmt: skip
+        self.writer = open_writer(path, fps, cfg, resume, feed)
+        self.feed = feed
         self.cfg = cfg
         self.background = background
         self.audio_source = audio_source if cfg.copy_audio else None
@@ -83,10 +85,14 @@ class VideoSink(Sink):
 
     def write(self, result) -> None:
         img = annotated(result, self.cfg.draw, self.cfg.keypoint_threshold, self.background)
+        if self.feed is not None and self.last_pts is None:
+            self.feed.recording = self.writer.path
         self.writer.write(img, result.frame.pts_s)
         self.last_pts = result.frame.pts_s
 
     def close(self) -> None:
+        if self.feed is not None and self.feed.recording == self.writer.path:
+            self.feed.recording = None
         self.writer.close(self.audio_source, end_s=self.last_pts)
 
 
@@ -159,19 +165,20 @@ class GeometrySink(VideosSink):
 
 
 class LiveViewSink(Sink):
-    """The console's live view of a source that records no annotated video: drawn and encoded only while someone
-    watches (the encoder closed when the last viewer leaves, so the next one starts at a fresh keyframe)."""
+    """The live view of a source that records no annotated video: drawn and encoded only while someone watches its
+    feed (the encoder closed when the last viewer leaves, so the next one starts at a fresh keyframe)."""
 
-    def __init__(self, fps: float | None, video_cfg, background, view) -> None:
-        self.fps, self.video_cfg, self.background, self.view = fps, video_cfg, background, view
+    def __init__(self, fps: float | None, video_cfg, background, feed: VideoFeed) -> None:
+        self.fps, self.video_cfg, self.background, self.feed = fps, video_cfg, background, feed
         self.writer: VideoWriter | None = None
 
     def write(self, result) -> None:
-        if not self.view.watched():
+        if not self.feed.watched():
             self.close()
             return
         if self.writer is None:
-            self.writer = VideoWriter(None, self.fps, self.video_cfg.crf, self.video_cfg.preset, tap=self.view)
+            self.writer = VideoWriter(None, self.fps, self.video_cfg.crf, self.video_cfg.preset,
+                                      on_packet=self.feed.packet, on_picture=self.feed.picture)  # fmt: skip
         picture = annotated(result, self.video_cfg.draw, self.video_cfg.keypoint_threshold, self.background)
         self.writer.write(picture, result.frame.pts_s)
 

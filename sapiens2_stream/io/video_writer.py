@@ -10,6 +10,7 @@ audio) into a regular MP4 with the index at the front, which every player and br
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
@@ -35,13 +36,15 @@ class VideoWriter:
     """Encodes RGB frames at their own timestamps. Frame size is fixed by the first frame (made even)."""
 
     def __init__(
-        self, path: str | Path, fps: float | None = None, crf: int = 23, preset: str = "veryfast", tap=None
-    ) -> None:
-        """`tap`: gets every picture (`tap.frame(rgb)`) and encoded packet (`tap.packet(packet, stream)`), for
-        the console's live view. `path` None: no file, only the tap (a live view of a source that records no
-        annotated video)."""
+        self, path: str | Path | None, fps: float | None = None, crf: int = 23, preset: str = "veryfast", *,
+        on_packet: Callable[[av.Packet, object], None] | None = None,
+        on_picture: Callable[[np.ndarray], None] | None = None,
+    ) -> None:  # fmt: skip
+        """`on_packet(packet, stream)`: told every encoded packet, after it is muxed (the stream's codec
+        parameters are then known); `on_picture(rgb)`: every picture encoded (a live view, `io.video_feed`).
+        `path` None: no file, only the callbacks (a live view of a source that records no annotated video)."""
         self.path = Path(path) if path is not None else None
-        self.tap = tap
+        self.on_packet, self.on_picture = on_packet, on_picture
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fps = fps or 30.0
@@ -56,8 +59,6 @@ class VideoWriter:
 
     def _open(self, h: int, w: int) -> None:
         self.size = (h - h % 2, w - w % 2)
-        if self.tap is not None:
-            self.tap.recording = self.path
         target = str(self.path) if self.path is not None else Discard()
         self.container = av.open(target, "w", format="mp4", options=FRAGMENTED)
         rate = Fraction(self.fps).limit_denominator(1001)
@@ -82,10 +83,10 @@ class VideoWriter:
         self.last_pts = pts
         for packet in self.stream.encode(frame):
             self.container.mux(packet)
-            if self.tap is not None:  # after the mux: the file's header (and so the codec parameters) is written
-                self.tap.packet(packet, self.stream)
-        if self.tap is not None:
-            self.tap.frame(rgb)
+            if self.on_packet is not None:  # after the mux: the file's header (so the codec parameters) is written
+                self.on_packet(packet, self.stream)
+        if self.on_picture is not None:
+            self.on_picture(rgb)
         self.frames += 1
 
     def prefill(self, previous: Path, frames: int) -> None:
@@ -102,8 +103,6 @@ class VideoWriter:
             self.container.mux(packet)
         self.container.close()
         self.container = None
-        if self.tap is not None and self.tap.recording == self.path:
-            self.tap.recording = None
         if self.frames and self.path is not None:
             finalize(self.path, audio_source, end_s)
 

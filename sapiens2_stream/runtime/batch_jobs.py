@@ -150,7 +150,8 @@ def run_batch(
         attempts[video] += 1
         if "error" not in result:
             manifest.record(video, status="done", output=names[video], attempts=attempts[video],
-                            frames=result["frames_out"], finished=time.strftime("%Y-%m-%dT%H:%M:%S"))  # fmt: skip
+                            frames=result["totals"]["frames_out"],
+                            finished=time.strftime("%Y-%m-%dT%H:%M:%S"))  # fmt: skip
             done.append(str(video))
         elif attempts[video] <= retries:
             return True

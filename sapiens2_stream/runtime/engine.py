@@ -4,7 +4,6 @@ same forward, decoding on device, dense outputs mapped back to each frame."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -15,33 +14,13 @@ from ..io.sources import Frame
 from ..models import load_model, pipeline_tasks, task_spec
 from ..processing import crop_persons, merge_flip, prepare_frames, with_flipped
 from .device import compile_model, pad_to_bucket, transfers_for
+from .results import FrameResult, Person
 
 
-@dataclass
-class Person:
-    track_id: int
-    box: np.ndarray  # COCO xywh, frame pixels
-    score: float
-    keypoints: np.ndarray | None = None  # [K, 2] raw decoded
-    keypoint_scores: np.ndarray | None = None  # [K]
-    smoothed: np.ndarray | None = None  # [K, 2] after the online smoother
-
-
-@dataclass
-class FrameResult:
-    frame: Frame
-    people: list[Person]
-    source: str = ""  # the source's name (several sources), set when the result is delivered
-    ended_tracks: list[int] = field(default_factory=list)
-    seg: np.ndarray | None = None  # [H, W] uint8 class labels
-    seg_probabilities: np.ndarray | None = None  # [C, h, w] float32 at temporal.seg_width, for the temporal filter
-    alpha: np.ndarray | None = None  # [H, W] float32 in [0, 1]
-    foreground: np.ndarray | None = None  # [H, W, 3] float32 premultiplied RGB in [0, 1]
-    normals: np.ndarray | None = None  # [H, W, 3] float32 unit vectors
-    pointmap: np.ndarray | None = None  # [H, W, 3] float32
-    flip: dict[str, bool] = field(default_factory=dict)
-    pictures: dict = field(default_factory=dict)  # pictures made once per result, shared by the outputs (read-only)
-    replayed: bool = False  # drawn again by --resume from its recorded result (the videos lacked it)
+def as_host_type(value: torch.Tensor) -> torch.Tensor:
+    """Results leave the device as float32 (numpy has no bfloat16; a half-precision run's maps stay exact enough)
+    or as the integer type they are."""
+    return value.float() if value.is_floating_point() else value
 
 
 def chunks(n: int, size: int) -> list[slice]:
@@ -165,7 +144,8 @@ class InferenceEngine:
         for part in chunks(len(images), cfg.max_batch):
             frames = prepare_frames(images[part], tuple(cfg.input_size), spec.keep_aspect, device=self.device,
                                     dtype=self.dtype)  # fmt: skip
-            outputs += spec.frame_post(self._forward(task, frames.pixel_values, flip), frames, width)
+            outputs += [{name: as_host_type(value) for name, value in item.items()}
+                        for item in spec.frame_post(self._forward(task, frames.pixel_values, flip), frames, width)]
         return outputs
 
     def _launch_crops(self, task: str, images: list[torch.Tensor], results: list[FrameResult], flip: bool) -> Outputs:
@@ -178,7 +158,7 @@ class InferenceEngine:
             return []
         parts = [spec.crop_post(self._forward(task, crops.pixel_values[part], flip), crops.boxes[part], size)
                  for part in chunks(len(crops), cfg.max_batch)]  # fmt: skip
-        return [{name: torch.cat([p[name] for p in parts]) for name in parts[0]}]
+        return [{name: as_host_type(torch.cat([p[name] for p in parts])) for name in parts[0]}]
 
     def _assemble(self, task: str, results: list[FrameResult], outputs: Outputs) -> None:
         """Hand the host copies of the task's outputs to the results they belong to."""

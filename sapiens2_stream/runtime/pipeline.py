@@ -1,10 +1,11 @@
-"""The pipeline: per-source streams around one shared engine.
+"""The pipeline: per-source streams around the shared stages, run as the one list `stages.STAGES` draws them.
 
-    streams (one per source: reader, waiting frames, tracker, smoother, sinks)
-      -> take: the planner picks the frames of the next micro-batch, fairly across sources
-      -> detect (one detector thread) + track (each stream's tracker)
-      -> infer (one device thread: crops, batched Sapiens2 forwards, flip TTA, decoding)
-      -> each stream's writer (smoothing and sinks on the stream's own thread)
+    streams (one per source: reader, waiting frames, tracker, temporal filter, smoother, sinks)
+      -> take    (the planner picks the frames of the next micro-batch, fairly across sources)
+      -> detect  (one detector thread)
+      -> track   (each stream's tracker)
+      -> infer   (one device thread: crops, batched Sapiens2 forwards, flip TTA, decoding)
+      -> each stream's writer, in frame order: temporal -> smooth -> write (sinks, then observers)
 
 Detection of the next batch overlaps inference of the current one. Files run at full batches for throughput.
 Live sources are served freshest first: frames are taken just before the models free up (so they have not aged
@@ -14,6 +15,9 @@ that stalls, drops or ends never holds back the others. Ctrl-C or SIGTERM stops 
 already on the models finish and be written, and leaves the frames that were only waiting (a file's `--resume`
 continues from them), so a stop takes one batch at most; a second one abandons that batch too. Sinks are closed in
 every case, so outputs are complete and playable.
+
+Whoever watches a run (the console, a fleet worker, the progress bar, the Python API) attaches an `Observer`; the
+pipeline knows none of them.
 """
 
 from __future__ import annotations
@@ -23,26 +27,25 @@ import contextlib
 import signal
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
 from ..config import PipelineConfig, SourceConfig
-from ..console.pipeline_backend import PipelineBackend
-from ..console.server import Console
 from ..detect import Detector, make_detector
 from ..errors import Sapiens2StreamError
 from ..io.mqtt import MqttClient
 from .device import resolve_device, resolve_dtype
-from .engine import FrameResult, InferenceEngine, Person
-from .metrics import Metrics
+from .engine import InferenceEngine
+from .numbers import DROP_REASONS, StageTimes
+from .observer import Observer
+from .planner import Planner
 from .prometheus import Monitor
-from .stream import DROP_REASONS, Stream, source_error
-
-EMA = 0.3  # weight of the newest measurement in the cost estimates
+from .results import FrameResult
+from .stages import END, STAGES, Handoff
+from .stream import Stream, source_error
 
 
 @dataclass
@@ -70,99 +73,34 @@ def load_models(cfg: PipelineConfig) -> LoadedModels:
                         ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-detect"))  # fmt: skip
 
 
-@dataclass
-class Item:
-    """A frame on its way from a stream through the engine."""
+class ResultCallback(Observer):
+    """`on_result(result, pipeline)` for every result written."""
 
-    stream: Stream
-    frame: object
-    people: list[Person]
-    ended: list[int]
+    def __init__(self, pipeline: Pipeline, on_result: Callable[[FrameResult, Pipeline], None]) -> None:
+        self.pipeline, self.on_result = pipeline, on_result
 
-
-def frames_within(budget_s: float, cost_per_frame: float, max_frames: int) -> int:
-    """The micro-batch a live source gets: as many frames as one batch can process within the latency budget,
-    at least 1 and at most `max_frames` (a fleet worker measures its capacity at this size too)."""
-    return max(1, min(max_frames, int(budget_s / cost_per_frame)))
-
-
-class Planner:
-    """Which frames the next micro-batch takes, and how many.
-
-    Sources are served round robin (one frame each per round, starting after the last source served the time
-    before), so no camera gets ahead of the others and a file takes its turn like a camera. Without live sources
-    a batch is `max_frames_per_batch` frames (throughput); with them, as many as fit in the latency budget
-    (`max_frame_age_s`) at the measured cost per frame, at least 1.
-    """
-
-    def __init__(self, streams: list[Stream], max_frames: int, budget_s: float) -> None:
-        self.streams, self.max_frames, self.budget_s = streams, max_frames, budget_s
-        self.cursor = 0
-        self.cost_per_frame: float | None = None  # seconds of inference per frame, measured
-        self.live_sizes: Counter[int] = Counter()
-
-    def observe(self, seconds: float, frames: int) -> None:
-        cost = seconds / frames
-        self.cost_per_frame = cost if self.cost_per_frame is None else EMA * cost + (1 - EMA) * self.cost_per_frame
-
-    def live_batch(self) -> int:
-        if self.cost_per_frame is None:
-            return 1
-        return frames_within(self.budget_s, self.cost_per_frame, self.max_frames)
-
-    def ready(self) -> list[Stream]:
-        order = self.streams[self.cursor:] + self.streams[: self.cursor]
-        return [s for s in order if s.admission() > 0]
-
-    def size(self) -> int:
-        return self.live_batch() if any(s.live for s in self.streams if s.reading) else self.max_frames
-
-    def take(self) -> list[tuple[Stream, object]]:
-        ready = self.ready()
-        if not ready:
-            return []
-        n = self.size()
-        shares = dict.fromkeys(ready, 0)
-        while sum(shares.values()) < n:
-            grew = False
-            for s in ready:
-                if sum(shares.values()) < n and s.admission() > shares[s]:
-                    shares[s] += 1
-                    grew = True
-            if not grew:
-                break
-        served = [s for s in ready if shares[s]]
-        picks = [(s, frame) for s in served for frame in s.take(shares[s])]
-        if served:  # the next batch starts with the source after the last one served
-            self.cursor = (self.streams.index(served[-1]) + 1) % len(self.streams)
-        if picks and any(s.live for s, _ in picks):
-            self.live_sizes[len(picks)] += 1
-        return picks
+    def result(self, result: FrameResult, stream: Stream) -> None:
+        self.on_result(result, self.pipeline)
 
 
 class Pipeline:
     def __init__(
-        self, cfg: PipelineConfig, on_result: Callable[[FrameResult, Pipeline], None] | None = None,
-        resume: bool = False, loaded: LoadedModels | None = None, serve: bool = False, views: bool = False,
+        self, cfg: PipelineConfig, *, on_result: Callable[[FrameResult, Pipeline], None] | None = None,
+        resume: bool = False, loaded: LoadedModels | None = None, serve: bool = False,
     ) -> None:  # fmt: skip
-        """`resume`: continue the interrupted run recorded in each source's output folder (files and image
-        folders). `loaded`: models and detector already loaded (batch workers reuse them across videos).
-        `serve`: keep running when every source has ended, until stopped, for sources added while running
-        (`add_source`: a fleet worker, the console). `views`: keep each source's live view for a console served
-        elsewhere (a fleet worker's, for the driver's console); runtime.console serves its own and keeps them."""
-        if cfg.runtime.console.port is not None and cfg.sources is None:  # the console names every source
-            cfg = replace(cfg, sources=[replace(cfg.source, name=cfg.source.name or "cam1")])
+        """`on_result(result, pipeline)`: called for every result written (an observer). `resume`: continue the
+        interrupted run recorded in each source's output folder (files and image folders). `loaded`: models and
+        detector already loaded (batch workers reuse them across videos). `serve`: keep running when every source
+        has ended, until stopped, for sources added while running (`add_source`: a fleet worker, the console)."""
         self.cfg = cfg
-        self.on_result = on_result
         self.stop = threading.Event()
         self.cut = False
         self.interrupted = False
         self.several = cfg.sources is not None
+        self.serve = serve
         self.mqtt = MqttClient(cfg.outputs.mqtt) if cfg.outputs.mqtt.host else None
-        self.serve = serve or cfg.runtime.console.port is not None  # the console may add sources at any time
-        self.views = views or cfg.runtime.console.port is not None
-        self.streams = [Stream(c, c.source.name if self.several else "", resume, self.finish, self.mqtt,
-                               view=self.views) for c in cfg.per_source()]  # fmt: skip
+        self.streams = [self._stream(c, c.source.name if self.several else "", resume=resume)
+                        for c in cfg.per_source()]  # fmt: skip
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
         self.group: asyncio.TaskGroup | None = None
@@ -170,29 +108,26 @@ class Pipeline:
         if rt.threads:
             torch.set_num_threads(rt.threads)
         self.loaded = loaded or load_models(cfg)
-        self.engine, self.detector = self.loaded.engine, self.loaded.detector
-        self.metrics = Metrics()  # the shared stages: detect and infer
+        self.engine, self.detector = self.loaded.engine, self.loaded.detector  # what the detect and infer stages use
+        self.times = StageTimes()  # the shared stages: detect, track, infer
         self.planner = Planner(self.streams, rt.max_frames_per_batch, rt.max_frame_age_s)
-        self.work = asyncio.Event()
         self.abandon = asyncio.Event()  # a second Ctrl-C: stop waiting for the batch on the models
-        self.slot: list[Item] | None = None  # the batch handed from detection to inference ([]: the end)
-        self.slot_free = asyncio.Event()
-        self.slot_full = asyncio.Event()
-        self.busy_until = 0.0  # when the models are expected to be free (monotonic)
-        self.models_free = asyncio.Event()
-        self.detect_s: float | None = None  # seconds per detect stage batch, measured
         self.started = 0.0
-        self.monitor = Monitor(self, rt.metrics) if rt.metrics.port is not None else None
-        self.console = Console(PipelineBackend(self), rt.console) if rt.console.port is not None else None
-        if self.monitor is not None:
-            self.metrics.observer = self.monitor.observe_stage
-        for stream in self.streams:
-            self._attach(stream)
+        self.observers: list[Observer] = []
+        self.stages = [stage(self) for stage in STAGES]  # they read the planner and the models
+        self.batch_stages = [s for s in self.stages if not s.per_source]
+        self.result_stages = [s for s in self.stages if s.per_source]
+        if on_result is not None:
+            self.observe(ResultCallback(self, on_result))
+        self.monitor = self.observe(Monitor(self, rt.metrics)) if rt.metrics.port is not None else None
 
-    def _attach(self, stream: Stream) -> None:
-        stream.wake = self.work.set
-        if self.monitor is not None:
-            stream.metrics.observer = self.monitor.observe_stage
+    def observe(self, observer: Observer) -> Observer:
+        """Attach an observer (before `run`)."""
+        self.observers.append(observer)
+        return observer
+
+    def _stream(self, cfg: PipelineConfig, name: str, **options) -> Stream:
+        return Stream(cfg, name=name, stages=[], on_quit=self.finish, mqtt=self.mqtt, **options)
 
     @property
     def source(self):
@@ -232,7 +167,7 @@ class Pipeline:
     def _stop_taking(self) -> None:
         for stream in self.streams:
             stream.stop_taking()
-        self.work.set()
+        self.planner.work.set()
 
     # ------------------------------------------------------------------------------------------- sources
 
@@ -254,17 +189,30 @@ class Pipeline:
 
     def make_stream(self, source: SourceConfig, fence=None, first_track: int = 1) -> Stream:
         """The stream of a named source added while running: its outputs in OUTPUT/<name>/, opened here."""
-        return Stream(self.cfg.for_source(source), source.name, False, self.finish, self.mqtt, fence, first_track,
-                      self.views)  # fmt: skip
+        return self._stream(self.cfg.for_source(source), source.name, fence=fence, first_track=first_track)
 
     def start_stream(self, stream: Stream) -> None:
         """Start a stream made by `make_stream` (on the pipeline's loop)."""
-        self._attach(stream)
-        stream.started = time.time()
+        stream.numbers.started = time.time()
         self.streams.append(stream)
+        self._begin(stream)
+        self.planner.work.set()
+
+    def _begin(self, stream: Stream) -> None:
+        """Run a stream's reader and writer in the run's task group, and tell the observers (on the loop)."""
+        stream.stages = self.result_stages
+        stream.wake = self.planner.work.set
+        for observer in self.observers:
+            observer.source_added(stream)
         self.group.create_task(stream.read())
-        self.group.create_task(stream.write_all(self._on_result))
-        self.work.set()
+        self.group.create_task(self._write_all(stream))
+
+    async def _write_all(self, stream: Stream) -> None:
+        try:
+            await stream.write_all()
+        finally:
+            for observer in self.observers:
+                observer.source_closed(stream)
 
     def remove_source(self, name: str, timeout: float = 60.0) -> dict:
         """Stop a running source (from any thread): it stops reading, what the models took is written, its
@@ -276,7 +224,7 @@ class Pipeline:
         deadline = time.monotonic() + timeout
         while not stream.closed and time.monotonic() < deadline:
             time.sleep(0.02)
-        return stream.summary(self.metrics, {})
+        return stream.summary()
 
     def running(self, name: str) -> Stream | None:
         """The source of that name while it runs; None once it has closed (or was never added)."""
@@ -285,123 +233,48 @@ class Pipeline:
     def stop_source(self, stream: Stream) -> None:
         """Stop one stream (on the pipeline's loop): it stops reading and closes once what it took is written."""
         stream.stop_taking()
-        self.work.set()
+        self.planner.work.set()
 
-    # ------------------------------------------------------------------------------------------- stages
+    # ------------------------------------------------------------------------------------------- the stages
 
-    async def _next_picks(self) -> list[tuple[Stream, object]] | None:
-        """The frames of the next batch, or None once every stream has ended."""
-        rt = self.cfg.runtime
+    def lanes(self) -> list[list]:
+        """The batch stages cut into lanes: a new lane at each stage that runs `apart`."""
+        lanes: list[list] = []
+        for stage in self.batch_stages:
+            if stage.apart or not lanes:
+                lanes.append([])
+            lanes[-1].append(stage)
+        return lanes
+
+    async def _lane(self, stages: list, inbox: Handoff | None, outbox: Handoff | None) -> None:
+        """Run `stages` on batch after batch: from `inbox` (or made by the first stage, `take`) until END, each
+        batch to `outbox`. A lane with an outbox starts its next batch only once the next lane took the last one
+        (so live frames are taken late). The lane that ends the run tells the observers."""
         while True:
-            self.work.clear()
-            ready = self.planner.ready()
-            if ready:
+            if outbox is not None:
+                await outbox.drained()
+            if inbox is None:
+                items = await stages[0]()
+                rest = stages[1:]
+            else:
+                items = await inbox.get()
+                rest = stages
+            if items is None or items is END:
                 break
-            if all(not s.reading and not s.waiting for s in self.streams) and (self.stop.is_set() or not self.serve):
-                return None
-            await self.work.wait()
-        want = self.planner.size()
-        deadline = time.monotonic() + rt.max_wait_ms / 1000
-        while sum(s.admission() for s in self.planner.ready()) < want and any(s.reading for s in self.streams):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            self.work.clear()
-            try:
-                await asyncio.wait_for(self.work.wait(), remaining)
-            except TimeoutError:
-                break
-        if any(s.drops_allowed for s in self.streams):
-            # just in time: take live frames only when the models are about to be free (or are free, when the
-            # batch ended earlier than estimated), so they do not age while the previous batch runs; under
-            # `block` nothing is dropped, so frames age anyway
-            delay = self.busy_until - time.monotonic() - (self.detect_s or 0.0)
-            if delay > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.models_free.wait(), delay)
-        return self.planner.take()
-
-    async def _detect(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await self.slot_free.wait()
-            picks = await self._next_picks()
-            if picks is None:
-                break
-            if not picks:
-                continue
-            start = time.perf_counter()
-            plan = [s.needs_detection(f) for s, f in picks]
-            frames = [f.rgb for (_, f), due in zip(picks, plan, strict=True) if due]
-            found = iter(await loop.run_in_executor(self.loaded.detect_thread, self.detector.detect, frames)
-                         if frames else [])  # fmt: skip
-            if self.stop.is_set():  # stopped while detecting: these frames never reach the models
-                for stream, _ in picks:
-                    stream.release(1)
-                continue
-            items = []
-            for (stream, frame), due in zip(picks, plan, strict=True):
-                people, ended = stream.track(frame, next(found) if due else None)
-                items.append(Item(stream, frame, people, ended))
-            seconds = time.perf_counter() - start
-            self.detect_s = seconds if self.detect_s is None else EMA * seconds + (1 - EMA) * self.detect_s
-            self.metrics.stage("detect", seconds * 1e3 / len(items), len(items))
-            self.slot = items
-            self.slot_free.clear()
-            self.slot_full.set()
-        self.slot = []  # the end
-        self.slot_free.clear()
-        self.slot_full.set()
-
-    async def _infer(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await self.slot_full.wait()
-            items, self.slot = self.slot, None
-            self.slot_full.clear()
-            self.slot_free.set()
-            if not items:
-                if self.console is not None:  # the run is over: the console ends with it
-                    self.console.close()
-                return
-            if self.stop.is_set():  # a stop came before these frames reached the models
-                for item in items:
-                    item.stream.release(1)
-                continue
-            load = any(item.stream.under_load() for item in items)
-            n = len(items)
-            self.busy_until = time.monotonic() + (self.planner.cost_per_frame or 0.0) * n
-            self.models_free.clear()
-            start = time.perf_counter()
-            running = loop.run_in_executor(
-                self.engine.executor, self.engine.run, [i.frame for i in items], [i.people for i in items], load
-            )
-            abandoned = asyncio.ensure_future(self.abandon.wait())
-            try:
-                await asyncio.wait([running, abandoned], return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                abandoned.cancel()
-                self.models_free.set()
-            if not running.done():  # a second Ctrl-C: the device thread finishes on its own, unheard
-                for item in items:
-                    item.stream.release(1)
-                continue
-            results = running.result()
-            seconds = time.perf_counter() - start
-            self.planner.observe(seconds, n)
-            self.metrics.stage("infer", seconds * 1e3 / n, n)
-            people = sum(len(i.people) for i in items)
-            if people:
-                self.metrics.batch_sizes["people"].append(people)
-            for item, result in zip(items, results, strict=True):
-                result.ended_tracks = item.ended
-                item.stream.deliver(result)
-
-    def _on_result(self, result: FrameResult) -> None:
-        if self.monitor is not None:
-            self.monitor.frame_age.labels(result.source or self.cfg.name).observe(time.time() - result.frame.wall_s)
-        if self.on_result is not None:
-            self.on_result(result, self)
+            for stage in rest:
+                if not items:
+                    break
+                start = time.perf_counter()
+                count = len(items)
+                items = await stage(items)
+                self.times.stage(stage.name, (time.perf_counter() - start) * 1e3 / count, count)
+            if items and outbox is not None:
+                outbox.put(items)
+        if outbox is not None:
+            outbox.end()
+        else:
+            for observer in self.observers:
+                observer.ending()
 
     # ------------------------------------------------------------------------------------------- running
 
@@ -425,18 +298,20 @@ class Pipeline:
                 pass  # not the main thread, or no signals here: request_stop() still works
         self.started = time.time()
         for stream in self.streams:
-            stream.started = self.started
-        self.slot_free.set()
+            stream.numbers.started = self.started
         try:
             async with asyncio.TaskGroup() as group:
                 self.loop, self.group, self.loop_thread = loop, group, threading.get_ident()
+                for observer in self.observers:
+                    for task in observer.started(self):
+                        group.create_task(task)
                 for stream in self.streams:
-                    group.create_task(stream.read())
-                    group.create_task(stream.write_all(self._on_result))
-                group.create_task(self._detect())
-                group.create_task(self._infer())
-                if self.console is not None:
-                    group.create_task(self.console.serve())
+                    self._begin(stream)
+                lanes = self.lanes()
+                handoffs = [Handoff() for _ in lanes[1:]]
+                for i, stages in enumerate(lanes):
+                    inbox = handoffs[i - 1] if i else None
+                    group.create_task(self._lane(stages, inbox, handoffs[i] if i < len(handoffs) else None))
         except BaseExceptionGroup as eg:
             raise eg.exceptions[0] from None
         finally:
@@ -448,33 +323,36 @@ class Pipeline:
                 stream.threads.shutdown(wait=False)
             if self.mqtt is not None:  # after the streams: their last track events go out before "offline"
                 self.mqtt.close()
-            if self.monitor is not None:
-                self.monitor.close()
+            for observer in self.observers:
+                observer.ended()
         return self.summary()
 
     def summary(self) -> dict:
-        """One source: its summary. Several: each source's and the totals."""
-        shared = {
+        """The run's summary, in one shape whatever the number of sources: what ran, each source's own under
+        `sources` (by its label: its name, else the pipeline's), the totals, and the shared stages' times."""
+        per_source = {s.label: s.summary() for s in self.streams}
+        elapsed = max(time.time() - self.started, 1e-9)
+        counted = [s.numbers for s in self.streams]
+        totals = {
+            "frames_in": sum(n.stats.frames for n in counted),
+            "frames_out": sum(n.written for n in counted),
+            "processed": sum(n.processed for n in counted),
+            "dropped": {r: n for r in DROP_REASONS if (n := sum(c.dropped[r] for c in counted))},
+            "seconds": round(elapsed, 2),
+        }
+        totals["processed_fps"] = round(totals["processed"] / elapsed, 2)
+        totals["written_fps"] = round(totals["frames_out"] / elapsed, 2)
+        return {
             "interrupted": self.interrupted,
             "device": str(self.loaded.device),
             "dtype": str(self.loaded.dtype).removeprefix("torch."),
             "dtype_reason": self.loaded.dtype_reason,
+            "sources": per_source,
+            "totals": totals,
+            **self.times.snapshot(),
             "live_batch_sizes": dict(sorted(self.planner.live_sizes.items())),
             "events": self.engine.events,
         }
-        per_source = {s.name: s.summary(self.metrics, shared) for s in self.streams}
-        if not self.several:
-            return next(iter(per_source.values()))
-        elapsed = max(time.time() - self.started, 1e-9)
-        totals = {
-            "frames_in": sum(s["frames_in"] for s in per_source.values()),
-            "frames_out": sum(s["frames_out"] for s in per_source.values()),
-            "dropped": {r: n for r in DROP_REASONS if (n := sum(s["dropped"].get(r, 0) for s in per_source.values()))},
-            "seconds": round(elapsed, 2),
-        }
-        totals["written_fps"] = round(totals["frames_out"] / elapsed, 2)
-        totals["processed_fps"] = round(sum(s.processed for s in self.streams) / elapsed, 2)
-        return {**shared, "sources": per_source, "totals": totals, **self.metrics.summary()}
 
 
 class SourceFailed(Sapiens2StreamError):

@@ -3,7 +3,6 @@ input (frames/s processed and written, frame age, drops by reason, time under lo
 
 from __future__ import annotations
 
-import itertools
 import json
 import sys
 import time
@@ -11,12 +10,17 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from .observer import Observer
+
 SHORT_REASONS = {"waiting_too_long": "waiting", "queue_full": "queue full", "output_too_slow": "output slow"}
 
 
-class Progress:
+class Progress(Observer):
+    """The progress bar (files) or status line (live sources) of a run, from each source's numbers."""
+
     def __init__(self, pipeline, enabled: bool = True) -> None:
         streams = pipeline.streams
+        self.pipeline = pipeline
         self.live = any(s.live for s in streams)
         self.enabled = enabled
         totals = [s.source.total_frames for s in streams]
@@ -26,30 +30,26 @@ class Progress:
             desc="live" if self.live else "frames", smoothing=0.1,
         )  # fmt: skip
         self.last_status = time.time()
-        self.last_counts = {id(s): (s.processed, s.metrics.frames_out) for s in streams}
 
-    def __call__(self, result, pipeline) -> None:
+    def result(self, result, stream) -> None:
         self.bar.update(1)
         now = time.time()
         if self.live and self.enabled and now - self.last_status > 1.0:
-            parts = [self.status(s, now - self.last_status, now) for s in pipeline.streams if s.live]
+            parts = [self.status(s) for s in self.pipeline.streams if s.live]
             self.last_status = now
             self.bar.set_postfix_str(" | ".join(parts), refresh=False)
 
-    def status(self, stream, seconds: float, now: float) -> str:
-        """processed and written frames/s since the last status, frame age, drops by reason, share of time behind."""
-        processed, written = stream.processed, stream.metrics.frames_out
-        before = self.last_counts[id(stream)]
-        self.last_counts[id(stream)] = (processed, written)
-        ages = list(itertools.islice(reversed(stream.metrics.frame_age_ms), 10))  # the latest ten
-        drops = ", ".join(f"{SHORT_REASONS[r]} {n}" for r, n in stream.dropped.items() if n) or "none"
-        behind = stream.behind_s / max(now - stream.started, 1e-9)
+    @staticmethod
+    def status(stream) -> str:
+        """Recent frames/s processed and written, the latest frames' age, drops by reason, share of time behind."""
+        n = stream.numbers.snapshot()
+        drops = ", ".join(f"{SHORT_REASONS[r]} {k}" for r, k in n["dropped"].items()) or "none"
         name = f"{stream.name}: " if stream.name else ""
-        rates = f"{(processed - before[0]) / seconds:.1f} fps processed, {(written - before[1]) / seconds:.1f} written"
-        age = sum(ages) / max(len(ages), 1)
-        return f"{name}{rates}, age {age:.0f} ms, drops: {drops}, behind {behind:.0%}"
+        rates = f"{n['recent_fps']['processed']:.1f} fps processed, {n['recent_fps']['written']:.1f} written"
+        return (f"{name}{rates}, age {n['frame_age_ms']['recent']:.0f} ms, drops: {drops}, "
+                f"behind {n['under_load_share']:.0%}")  # fmt: skip
 
-    def close(self) -> None:
+    def ended(self) -> None:
         self.bar.close()
 
 
@@ -98,15 +98,19 @@ def format_summary(summary: dict) -> str:
     head = f"{summary['device']} {summary['dtype']} ({summary['dtype_reason']})" + (
         " - interrupted" if summary["interrupted"] else "")  # fmt: skip
     lines = [head]
-    if "sources" in summary:
-        for name, source in summary["sources"].items():
-            lines.append(f"[{name}] " + "\n  ".join(format_source(source)))
+    sources = summary["sources"]
+    named = [s for s in sources.values() if "name" in s]
+    if not named:  # the single `source:`
+        lines += [line for s in sources.values() for line in format_source(s)]
+    else:
+        for source in named:
+            lines.append(f"[{source['name']}] " + "\n  ".join(format_source(source)))
         t = summary["totals"]
         lines.append(f"total: frames in {t['frames_in']}, out {t['frames_out']} in {t['seconds']}s "
                      f"({t['processed_fps']} fps processed, {t['written_fps']} written)")  # fmt: skip
-        lines.extend(f"note: {e}" for e in summary["events"])
-    else:
-        lines += format_source(summary)
+    for stage, v in summary["stage_ms_per_frame"].items():
+        lines.append(f"  {stage:8s} p50 {v['p50']:8.1f} ms/frame   p95 {v['p95']:8.1f}")
+    lines.extend(f"note: {e}" for e in summary["events"])
     if summary["batch_size"]:
         lines.append("batch sizes: " + ", ".join(
             f"{k} max {v['max']} mean {v['mean']}" for k, v in summary["batch_size"].items()))  # fmt: skip
@@ -117,10 +121,13 @@ def format_summary(summary: dict) -> str:
 
 
 def save_summary(summary: dict, out_dir: str | Path) -> None:
-    """summary.json beside the outputs, as `run` and each video of `batch` leave it; with several sources also
-    each source's own in its folder."""
+    """summary.json beside the outputs, as `run` and each video of `batch` leave it; a named source (several
+    sources, the fleet) also gets its own part in its folder."""
     out = Path(out_dir)
-    for name, source in summary.get("sources", {}).items():
-        save_summary(source, out / name)
+    for source in summary.get("sources", {}).values():
+        if "name" in source:
+            folder = out / source["name"]
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "summary.json").write_text(json.dumps(source, indent=2))
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))

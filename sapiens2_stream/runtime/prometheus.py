@@ -20,35 +20,33 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..config import MetricsConfig
 from ..errors import Sapiens2StreamError
-from .stream import DROP_REASONS
+from .numbers import DROP_REASONS
+from .observer import Observer
 
 AGE_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 STAGE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 
 
-def source_label(stream) -> str:
-    return stream.name or stream.cfg.name
-
-
 class RunCollector:
-    """The run's counters and gauges, per source, read when Prometheus scrapes."""
+    """The run's counters and gauges, per source (each source's numbers' snapshot), read when Prometheus scrapes."""
 
     def __init__(self, pipeline) -> None:
         self.pipeline = pipeline
 
     def collect(self):
-        streams = self.pipeline.streams
+        streams = list(self.pipeline.streams)
+        snapshots = {id(s): s.numbers.snapshot() for s in streams}
         per_source = {
-            "frames_in": ("frames read from the source", lambda s: s.source.stats.frames),
-            "frames_processed": ("frames the models processed", lambda s: s.processed),
-            "frames_written": ("frames written to the outputs", lambda s: s.metrics.frames_out),
-            "reconnects": ("times the source was reconnected", lambda s: s.source.stats.reconnects),
+            "frames_in": ("frames read from the source", "frames_in"),
+            "frames_processed": ("frames the models processed", "processed"),
+            "frames_written": ("frames written to the outputs", "frames_out"),
+            "reconnects": ("times the source was reconnected", "reconnects"),
         }
-        for name, (doc, value) in per_source.items():
+        for name, (doc, key) in per_source.items():
             family = CounterMetricFamily(f"sapiens2_{name}", doc, labels=["source"])
             for s in streams:
-                family.add_metric([source_label(s)], value(s))
+                family.add_metric([s.label], snapshots[id(s)][key])
             yield family
         dropped = CounterMetricFamily("sapiens2_frames_dropped", "frames dropped, by reason",
                                       labels=["source", "reason"])  # fmt: skip
@@ -58,13 +56,13 @@ class RunCollector:
         fps = GaugeMetricFamily("sapiens2_processed_fps", "frames processed per second over the run", labels=["source"])
         behind = GaugeMetricFamily("sapiens2_under_load", "1 while a live source is behind", labels=["source"])
         for s in streams:
-            label = source_label(s)
+            label, numbers = s.label, snapshots[id(s)]
             for reason in DROP_REASONS:
-                dropped.add_metric([label, reason], s.dropped[reason])
+                dropped.add_metric([label, reason], numbers["dropped"].get(reason, 0))
             for output, stats in s.output_stats().items():
                 outputs.add_metric([label, output], stats["dropped"])
-            people.add_metric([label], s.last_people)
-            fps.add_metric([label], s.processed / s.seconds())
+            people.add_metric([label], numbers["people"])
+            fps.add_metric([label], numbers["processed_fps"])
             behind.add_metric([label], float(s.under_load()))
         yield from (dropped, outputs, people, fps, behind)
         device = self.pipeline.loaded.device
@@ -121,8 +119,9 @@ class Endpoints:
         self.server.server_close()
 
 
-class Monitor:
-    """The metrics and health server of one run."""
+class Monitor(Observer):
+    """The metrics and health server of one run, an observer of it (`pipeline.Observer`): stage times and frame
+    ages are observed as they happen, counters read at scrape time."""
 
     def __init__(self, pipeline, cfg: MetricsConfig) -> None:
         self.pipeline = pipeline
@@ -140,6 +139,19 @@ class Monitor:
     def port(self) -> int:
         return self.endpoints.port
 
+    def started(self, pipeline) -> list:
+        pipeline.times.observer = self.observe_stage
+        return []
+
+    def source_added(self, stream) -> None:
+        stream.numbers.times.observer = self.observe_stage
+
+    def result(self, result, stream) -> None:
+        self.frame_age.labels(stream.label).observe(time.time() - result.frame.wall_s)
+
+    def ended(self) -> None:
+        self.close()
+
     def observe_stage(self, stage: str, ms_per_frame: float, batch: int | None) -> None:
         self.stage.labels(stage).observe(ms_per_frame / 1e3)
         if stage == "infer" and batch:
@@ -151,10 +163,10 @@ class Monitor:
         for s in self.pipeline.streams:
             if not s.live or not s.reading:
                 continue
-            ago = now - (s.source.stats.last_frame_wall or s.started)
-            sources[source_label(s)] = round(ago, 2)
+            ago = now - (s.source.stats.last_frame_wall or s.numbers.started)
+            sources[s.label] = round(ago, 2)
             if ago > s.cfg.source.timeout_s:
-                silent.append(source_label(s))
+                silent.append(s.label)
         body = {"status": "silent" if silent else "ok", "seconds_since_last_frame": sources}
         if silent:
             body["silent"] = silent

@@ -11,7 +11,6 @@ visible at the cut keep their track ids and smooth on.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
+from ..io.jsonl import parse_lines
 from ..io.outputs import video_names
 from ..io.video_writer import playable_frames
 from ..track.smoothing import OnlineSmoother
@@ -84,21 +84,6 @@ class ResumeState:
                 if p["track_id"] in alive and p["keypoints"] is not None:
                     kp = np.array(p["keypoints"], np.float64)
                     smoother(p["track_id"], rec["pts"], kp, np.array(p["keypoint_scores"], np.float64))
-
-
-def parse_lines(data: bytes) -> tuple[list[dict], int]:
-    """The complete, valid JSON lines at the start of a JSONL's bytes, and where they end."""
-    records, good_end, pos = [], 0, 0
-    while True:
-        end = data.find(b"\n", pos)
-        if end < 0:
-            break
-        try:
-            records.append(json.loads(data[pos:end]))
-        except json.JSONDecodeError:
-            break
-        good_end = pos = end + 1
-    return records, good_end
 
 
 def read_complete_lines(path: Path) -> list[dict]:

@@ -23,10 +23,10 @@ import numpy as np
 
 from ..config import PipelineConfig, TemporalConfig, temporal_outputs
 from ..io.sources import source_kind
-from ..models import pipeline_tasks
+from ..models import TaskSpec, pipeline_tasks
 from ..processing.dense import reduced_size
 from ..temporal import DenseStabilizer, Motion, refined_alpha, unit_vectors
-from .engine import FrameResult
+from .results import FrameResult
 
 SEEN_ALPHA = 0.01  # below this the model's foreground colour is not trusted (the frame's colour is used)
 FORGET_MARGIN = 0.1  # a new or lost person's box, enlarged by this share on each side
@@ -42,9 +42,9 @@ def filtered_outputs(cfg: PipelineConfig) -> list[str]:
             if model in models and (getattr(t, out) == "on" or (getattr(t, out) == "auto" and moving))]  # fmt: skip
 
 
-def stabiliser_kinds() -> dict[str, str]:
-    """Each temporal switch's stabiliser kind (the table's `temporal` entries)."""
-    return {spec.temporal.key: spec.temporal.kind for spec in pipeline_tasks() if spec.temporal}
+def filtered_tasks() -> dict[str, TaskSpec]:
+    """Each temporal switch's task (the table's `temporal` entries): its stabiliser kind and result arrays."""
+    return {spec.temporal.key: spec for spec in pipeline_tasks() if spec.temporal}
 
 
 class TemporalFilter:
@@ -53,11 +53,12 @@ class TemporalFilter:
     def __init__(self, cfg: TemporalConfig, outputs: list[str]) -> None:
         self.width = cfg.width
         self.motion = Motion(cfg.flow_width, cfg.tau)
-        kinds = stabiliser_kinds()
+        tasks = filtered_tasks()
         # the matte's guided filter runs here, at full size, after the working width's change is added
-        self.stabilisers = {out: DenseStabilizer(kinds[out], cfg.new_weight, margin=cfg.margin, motion=self.motion,
-                                                 refine=False) for out in outputs}  # fmt: skip
-        self.apply_kind = {"alpha": self._alpha, "seg": self._seg, "normal": self._normal, "depth": self._pointmap}
+        self.stabilisers = {out: DenseStabilizer(tasks[out].temporal.kind, cfg.new_weight, margin=cfg.margin,
+                                                 motion=self.motion, refine=False) for out in outputs}  # fmt: skip
+        self.fields = {out: tasks[out].results for out in outputs}  # the result arrays each one steadies
+        self.by_kind = {"alpha": self._alpha, "seg": self._seg, "normal": self._normal, "depth": self._depth}
         self.seconds = dict.fromkeys(["flow", *outputs], 0.0)
         self.frames = 0
         self.boxes: dict[int, np.ndarray] = {}  # each person's latest box
@@ -71,7 +72,7 @@ class TemporalFilter:
         self.seconds["flow"] += time.perf_counter() - start
         for out, stab in self.stabilisers.items():
             start = time.perf_counter()
-            self.apply_kind[stab.kind](stab, result)
+            self.by_kind[stab.kind](stab, result, *self.fields[out])
             self.seconds[out] += time.perf_counter() - start
 
     def _people_changed(self, result: FrameResult) -> list[np.ndarray]:
@@ -101,46 +102,56 @@ class TemporalFilter:
 
     # ------------------------------------------------------------------------------------------- the outputs
 
-    def _alpha(self, stab: DenseStabilizer, result: FrameResult) -> None:
-        if result.alpha is None:
+    def _alpha(self, stab: DenseStabilizer, result: FrameResult, alpha: str, foreground: str | None = None) -> None:
+        """A matte (`alpha`, HxW in 0-1) and its premultiplied colour (`foreground`), when the task gives one."""
+        before = getattr(result, alpha, None)
+        if before is None:
             return
-        before = result.alpha
         steady = self._steady(stab, result.frame.rgb, before)
-        result.alpha = refined_alpha(result.frame.rgb, steady) if stab.steadied else before
-        if result.foreground is not None:  # premultiplied: its colour kept, scaled to the steady alpha
+        after = refined_alpha(result.frame.rgb, steady) if stab.steadied else before
+        setattr(result, alpha, after)
+        colour = getattr(result, foreground, None) if foreground else None
+        if colour is not None:  # premultiplied: its colour kept, scaled to the steady alpha
             seen = before > SEEN_ALPHA
-            ratio = np.divide(result.alpha, before, out=np.zeros_like(before), where=seen)
-            foreground = result.foreground * ratio[..., None]
-            unseen = ~seen & (result.alpha > SEEN_ALPHA)  # the history put alpha where the model saw none
+            ratio = np.divide(after, before, out=np.zeros_like(before), where=seen)
+            colour = colour * ratio[..., None]
+            unseen = ~seen & (after > SEEN_ALPHA)  # the history put alpha where the model saw none
             if unseen.any():
-                foreground[unseen] = result.frame.rgb[unseen] * (result.alpha[unseen, None] / np.float32(255))
-            result.foreground = foreground
+                colour[unseen] = result.frame.rgb[unseen] * (after[unseen, None] / np.float32(255))
+            setattr(result, foreground, colour)
 
-    def _seg(self, stab: DenseStabilizer, result: FrameResult) -> None:
-        probabilities, result.seg_probabilities = result.seg_probabilities, None
-        if probabilities is None or result.seg is None:
+    def _seg(self, stab: DenseStabilizer, result: FrameResult, labels: str, probabilities: str) -> None:
+        """Part labels (`labels`, HxW) steadied on the class probabilities the engine gives at `seg_width`."""
+        small = getattr(result, probabilities, None)
+        setattr(result, probabilities, None)  # no output needs them after this
+        full = getattr(result, labels, None)
+        if small is None or full is None:
             return
-        steady = np.moveaxis(stab(result.frame.rgb, probabilities), 0, -1)
+        steady = np.moveaxis(stab(result.frame.rgb, small), 0, -1)
         if stab.steadied:  # else the model's own labels at full size stay
-            result.seg = upsampled_labels(steady, stab.labels.astype(np.uint8), result.seg.shape)
+            setattr(result, labels, upsampled_labels(steady, stab.labels.astype(np.uint8), full.shape))
 
-    def _normal(self, stab: DenseStabilizer, result: FrameResult) -> None:
-        if result.normals is not None:
-            normals = self._steady(stab, result.frame.rgb, result.normals)
+    def _normal(self, stab: DenseStabilizer, result: FrameResult, field: str) -> None:
+        """Unit vectors (HxWx3)."""
+        normals = getattr(result, field, None)
+        if normals is not None:
+            normals = self._steady(stab, result.frame.rgb, normals)
             if stab.steadied and normals.shape[1] > self.width:  # the change was enlarged: unit length again
                 normals = unit_vectors(normals)  # (at the working width or below the stabiliser renormalised)
-            result.normals = normals
+            setattr(result, field, normals)
 
-    def _pointmap(self, stab: DenseStabilizer, result: FrameResult) -> None:
-        if result.pointmap is None:
+    def _depth(self, stab: DenseStabilizer, result: FrameResult, field: str) -> None:
+        """A pointmap (HxWx3) steadied through its depth, each point moved along its ray."""
+        pointmap = getattr(result, field, None)
+        if pointmap is None:
             return
-        depth = result.pointmap[..., 2]
+        depth = pointmap[..., 2]
         steady = self._steady(stab, result.frame.rgb, depth)
         if not stab.steadied:
             return  # the model's own points
         ahead = depth > 1e-6  # points behind the camera (a model's mistake) are left as they are
         ratio = np.clip(np.where(ahead, steady / np.where(ahead, depth, 1.0), 1.0), *MAX_DEPTH_CHANGE)
-        result.pointmap = (result.pointmap * ratio[..., None]).astype(np.float32)
+        setattr(result, field, (pointmap * ratio[..., None]).astype(np.float32))
 
     # ------------------------------------------------------------------------------------------- numbers
 

@@ -1,0 +1,37 @@
+"""What the pipeline gives for each frame: the people in it (track id, box, keypoints) and the dense outputs that
+ran, as numpy arrays. Every stage after `infer` and every sink and observer reads these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..io.sources import Frame
+
+
+@dataclass
+class Person:
+    track_id: int
+    box: np.ndarray  # COCO xywh, frame pixels
+    score: float
+    keypoints: np.ndarray | None = None  # [K, 2] raw decoded
+    keypoint_scores: np.ndarray | None = None  # [K]
+    smoothed: np.ndarray | None = None  # [K, 2] after the online smoother
+
+
+@dataclass
+class FrameResult:
+    frame: Frame
+    people: list[Person]
+    source: str = ""  # the source's name (several sources), set when the result is delivered
+    ended_tracks: list[int] = field(default_factory=list)
+    seg: np.ndarray | None = None  # [H, W] uint8 class labels
+    seg_probabilities: np.ndarray | None = None  # [C, h, w] float32 at temporal.seg_width, for the temporal filter
+    alpha: np.ndarray | None = None  # [H, W] float32 in [0, 1]
+    foreground: np.ndarray | None = None  # [H, W, 3] float32 premultiplied RGB in [0, 1]
+    normals: np.ndarray | None = None  # [H, W, 3] float32 unit vectors
+    pointmap: np.ndarray | None = None  # [H, W, 3] float32
+    flip: dict[str, bool] = field(default_factory=dict)
+    pictures: dict = field(default_factory=dict)  # pictures made once per result, shared by the outputs (read-only)
+    replayed: bool = False  # drawn again by --resume from its recorded result (the videos lacked it)

@@ -1,0 +1,76 @@
+"""Who is in a source's frames: its tracker, which frames the detector runs on (`detector.every`, or `auto`: every
+frame while a live source keeps up, every 3rd while it is behind, the tracker carrying boxes in between), and the
+recorded people of the frames a resumed run draws again. The detect and track stages call it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..config import PipelineConfig
+from ..io.sources import Frame
+from ..track import Tracker
+from .numbers import SourceNumbers
+from .results import Person
+
+AUTO_EVERY_BEHIND = 3  # detector.every: auto, while a live source is behind
+
+
+class SourceTracking:
+    def __init__(self, cfg: PipelineConfig, numbers: SourceNumbers, under_load: Callable[[], bool],
+                 first_track: int = 1) -> None:  # fmt: skip
+        """`under_load()`: whether the live source is behind now; `first_track`: the first track id (a camera
+        continued elsewhere keeps its ids apart from those already written)."""
+        self.every, self.numbers, self.under_load = cfg.detector.every, numbers, under_load
+        self.tracker = Tracker(cfg.tracker)
+        self.tracker.next_id = max(self.tracker.next_id, first_track)
+        self.countdown = 0  # frames until the detector runs again
+        self.replay: dict[int, dict] = {}  # frame index -> its record, for frames drawn again
+
+    def resume(self, resumed, smoother) -> None:
+        """Continue an interrupted run: its tracks and smoothers, the detector's phase, and the recorded frames some
+        video lacks (drawn again from their records, nothing recomputed but the dense layers)."""
+        fixed = 1 if self.every == "auto" else self.every
+        resumed.restore(self.tracker, smoother, fixed)
+        self.countdown = -resumed.detect_phase % fixed
+        self.replay = resumed.replayed()
+
+    def detector_every(self) -> int:
+        if self.every == "auto":
+            return AUTO_EVERY_BEHIND if self.under_load() else 1
+        return self.every
+
+    def needs_detection(self, frame: Frame) -> bool:
+        """Whether `frame`, the next one taken, is a detector frame (the tracker carries boxes on the others)."""
+        if frame.index in self.replay:
+            return False
+        due = self.countdown <= 0
+        self.countdown = self.detector_every() - 1 if due else self.countdown - 1
+        return due
+
+    def track(self, frame: Frame, detections: np.ndarray | None) -> tuple[list[Person], list[int]]:
+        """The people of a frame (track ids) and the tracks that ended by then."""
+        if frame.index in self.replay:
+            return recorded_people(self.replay[frame.index]), []
+        if detections is not None:
+            self.numbers.detected += 1
+            tracked = self.tracker.update(detections, frame.pts_s)
+        else:
+            tracked = self.tracker.carry(frame.pts_s)
+        return [Person(tid, box, score) for tid, box, score in tracked], self.tracker.pop_ended()
+
+    def replayed_people(self, index: int) -> list[Person]:
+        """The recorded people of a frame drawn again (once)."""
+        return recorded_people(self.replay.pop(index))
+
+
+def recorded_people(record: dict) -> list[Person]:
+    """The people of a JSONL record, as the run that wrote it had them."""
+    people = []
+    for p in record["people"]:
+        arrays = {k: None if p.get(k) is None else np.array(p[k], np.float64)
+                  for k in ("keypoints", "keypoint_scores", "keypoints_smoothed")}  # fmt: skip
+        people.append(Person(p["track_id"], np.array(p["box"], np.float32), p["score"], arrays["keypoints"],
+                             arrays["keypoint_scores"], arrays["keypoints_smoothed"]))  # fmt: skip
+    return people
