@@ -21,6 +21,8 @@ import yaml
 from .errors import Sapiens2StreamError
 from .models.tasks import pipeline_tasks
 
+DEFAULT_FPS = 30.0  # the frame rate assumed where a source does not say (image folders, streams without a rate)
+
 
 @dataclass
 class ReconnectConfig:
@@ -33,12 +35,12 @@ class ReconnectConfig:
 class SourceConfig:
     uri: str = ""  # video file, rtsp://..., webcam:0, lavfi:testsrc2=..., a folder or glob of images
     name: str = ""  # several sources: names the output folder OUTPUT/<name>/ (letters, digits, - and _)
-    kind: Literal["auto", "file", "stream", "webcam", "images", "lavfi"] = "auto"
+    kind: Literal["auto", "file", "stream", "webcam", "images", "lavfi"] = "auto"  # auto: from the uri
     width: int | None = None  # webcam capture size
-    height: int | None = None
+    height: int | None = None  # webcam capture size
     fps: float | None = None  # webcam capture rate; the timestamp rate of image folders (default 30)
     timeout_s: float = 5.0  # open and read timeout for streams
-    transport: Literal["tcp", "udp"] = "tcp"
+    transport: Literal["tcp", "udp"] = "tcp"  # rtsp:// streams: TCP (reliable) or UDP (lower latency, may lose)
     reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
     max_frames: int | None = None  # stop after this many frames
     start_frame: int = 0  # files: skip frames before this index (--resume); live: the first frame's index (a
@@ -47,15 +49,15 @@ class SourceConfig:
 
 @dataclass
 class DetectorConfig:
-    type: Literal["yolo", "fixed", "full_frame"] = "yolo"
+    type: Literal["yolo", "fixed", "full_frame"] = "yolo"  # fixed: the boxes below; full_frame: one box, the frame
     weights: str = "yolo11n.pt"  # a local .pt or a model .yaml (random init) for ultralytics
-    conf: float = 0.3
-    iou: float = 0.5
+    conf: float = 0.3  # the detector's minimum confidence for a person
+    iou: float = 0.5  # non-maximum suppression overlap
     min_size: float = 8.0  # drop boxes whose shorter side is under this many pixels
-    max_people: int = 20
+    max_people: int = 20  # the most confident boxes kept per frame
     every: int | Literal["auto"] = 1  # detect every N frames, the tracker carrying boxes in between; auto: every
     # frame while the machine keeps up with a live source, every 3rd while it falls behind
-    imgsz: int = 640
+    imgsz: int = 640  # the detector's input size (pixels, longer side)
     boxes: list[list[float]] = field(default_factory=list)  # fixed: COCO xywh boxes
 
 
@@ -85,8 +87,11 @@ ModelsConfig = dataclasses.make_dataclass(
 
 @dataclass
 class SmoothingConfig:
-    method: Literal["none", "kalman", "adaptive", "rts", "one_euro"] = "adaptive"
-    params: dict[str, float] = field(default_factory=dict)
+    """Keypoint smoothing per track, in a run and in `track.smooth_keypoints` alike (the defaults live here only)."""
+
+    method: Literal["none", "kalman", "adaptive", "rts", "one_euro"] = "adaptive"  # see the README's "Tracks and
+    # smoothing": adaptive (IMM of a steady and a turning filter) is the default everywhere
+    params: dict[str, float] = field(default_factory=dict)  # the method's parameters (see the smoothing docs)
     min_score: float = 0.3  # keypoints below this predict only
 
 
@@ -109,9 +114,9 @@ class TemporalParameters:
 TemporalConfig = dataclasses.make_dataclass(
     "TemporalConfig", [(spec.temporal.key, Mode, "auto") for spec in pipeline_tasks() if spec.temporal],
     bases=(TemporalParameters,),
-    namespace={"__module__": __name__, "__doc__": """Steady dense outputs over time (the README's "Steady video"):
-    per output `auto` (on for live sources and videos, off for photo folders), `on` or `off`; the parameters are
-    shared by all of them."""},
+    namespace={"__module__": __name__, "__doc__": """The temporal filter (the README's "Steady video"): per output
+    `auto` (on for live sources and videos, off for photo folders), `on` or `off`; the parameters are shared by all
+    of them."""},
 )  # fmt: skip
 
 
@@ -137,8 +142,8 @@ class RuntimeConfig:
     device: str = "auto"  # auto, cpu, cuda, cuda:1
     dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA and on CPUs with native bf16
     max_wait_ms: float = 20.0  # how long the batcher waits to fill a batch
-    max_frames_per_batch: int = 4
-    queue_size: int = 8
+    max_frames_per_batch: int = 4  # frames per micro-batch (files; live sources take fewer to stay fresh)
+    queue_size: int = 8  # frames waiting per source for the models
     policy: Literal["auto", "block", "latest", "drop_oldest"] = "auto"  # auto: block for files, latest for live
     max_frame_age_s: float = 1.0  # live, unless policy is block: older frames are dropped (before each stage)
     threads: int | None = None  # torch CPU threads
@@ -149,34 +154,34 @@ class RuntimeConfig:
 
 @dataclass
 class VideoOutput:
-    enabled: bool = True
-    name: str = "annotated.mp4"
-    draw: list[Literal["pose", "seg", "boxes", "matting"]] = field(default_factory=lambda: ["pose", "boxes"])
-    keypoint_threshold: float = 0.3
-    crf: int = 23
-    preset: str = "veryfast"
-    copy_audio: bool = True
+    enabled: bool = True  # the annotated video
+    name: str = "annotated.mp4"  # its file name in the output folder
+    draw: list[Literal["pose", "seg", "boxes", "matting"]] = field(default_factory=lambda: ["pose", "boxes"])  # layers
+    keypoint_threshold: float = 0.3  # keypoints scoring below this are not drawn
+    crf: int = 23  # x264 quality (lower: better, larger)
+    preset: str = "veryfast"  # x264 speed preset
+    copy_audio: bool = True  # the source's soundtrack copied into the video at the end
 
 
 @dataclass
 class JsonlOutput:
-    enabled: bool = True
-    name: str = "results.jsonl"
+    enabled: bool = True  # one JSON line per frame: people, boxes, keypoints, flags
+    name: str = "results.jsonl"  # its file name in the output folder
 
 
 @dataclass
 class TracksOutput:
-    enabled: bool = False
-    formats: list[Literal["npz", "parquet", "trc"]] = field(default_factory=lambda: ["npz"])
+    enabled: bool = False  # per-track files in tracks/, smoothed over the whole track
+    formats: list[Literal["npz", "parquet", "trc"]] = field(default_factory=lambda: ["npz"])  # any of them
 
 
 @dataclass
 class MattingOutput:
-    composite: bool = True
+    composite: bool = True  # the people over the background, as a video
     background: Any = (0, 177, 64)  # [r, g, b], an image path, or "blur"
-    composite_name: str = "composite.mp4"
-    alpha: bool = False
-    alpha_name: str = "alpha.mp4"
+    composite_name: str = "composite.mp4"  # (file names in the output folder)
+    alpha: bool = False  # the matte itself, as a grey video
+    alpha_name: str = "alpha.mp4"  # (file names in the output folder)
 
 
 @dataclass
@@ -184,9 +189,9 @@ class GeometryOutput:
     """What normal and pointmap models give, when they run: videos to watch, and the maps themselves on request."""
 
     normals_video: bool = True  # normals as colours, (n + 1) / 2
-    normals_name: str = "normals.mp4"
+    normals_name: str = "normals.mp4"  # (file names in the output folder)
     depth_video: bool = True  # the pointmap's depth (z) as a colour map, near warm, far cool
-    depth_name: str = "depth.mp4"
+    depth_name: str = "depth.mp4"  # (file names in the output folder)
     maps: bool = False  # maps/frame_NNNNNN.npz: float16 normals and pointmap [H, W, 3] per frame, for 3-D tools
 
 
@@ -196,7 +201,7 @@ class StreamOutput:
 
     url: str = ""  # rtmp://host/app/{source} or rtsp://host/path/{source}; empty: no re-stream
     transport: Literal["tcp", "udp"] = "tcp"  # rtsp:// only
-    bitrate_kbps: int = 2500
+    bitrate_kbps: int = 2500  # the re-stream's video bitrate
     queue: int = 30  # frames waiting for the server; more are dropped (counted), never waited for
     reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
 
@@ -206,12 +211,12 @@ class MqttOutput:
     """Results and events as MQTT messages (paho-mqtt)."""
 
     host: str = ""  # empty: no MQTT
-    port: int = 1883
+    port: int = 1883  # the broker's port
     topic: str = "sapiens2/{source}"  # messages go to TOPIC/frames and TOPIC/events
     status_topic: str = "sapiens2/status"  # retained online / offline (the last will)
-    qos: Literal[0, 1, 2] = 1
+    qos: Literal[0, 1, 2] = 1  # MQTT delivery guarantee
     keypoints: Literal["coco17", "all", "none"] = "coco17"  # all: the 308 keypoints
-    username: str | None = None
+    username: str | None = None  # the broker's user, if it asks for one
     password_env: str | None = None  # the name of the environment variable that holds the password
     queue: int = 1000  # messages waiting for the broker; more are dropped (counted), never waited for
     client_id: str = ""  # empty: sapiens2-stream-<pid>
@@ -221,10 +226,11 @@ class MqttOutput:
 class Pose2SimOutput:
     """With several file sources: write a Pose2Sim project of the take to OUTPUT/pose2sim/ when the run ends."""
 
-    enabled: bool = False
-    skeleton: Literal["HALPE_26", "COCO_133_WRIST", "COCO_133"] = "HALPE_26"
+    enabled: bool = False  # write the project when the run ends
+    skeleton: Literal["HALPE_26", "COCO_133_WRIST", "COCO_133"] = "HALPE_26"  # Pose2Sim's 2-D skeleton
     calibration: str | None = None  # Calib.toml, cameras named like the sources
-    sync: Literal["auto", "motion", "audio", "none"] = "auto"
+    sync: Literal["auto", "motion", "audio", "none"] = "auto"  # auto: the soundtracks when every camera has a clear
+    # one, otherwise the people's motion; none: the recordings start together
     fps: float | None = None  # the project's frame rate (default: the first source's)
 
 
@@ -240,7 +246,7 @@ class RetentionConfig:
 class VirtualCameraOutput:
     """The composite (matte over its background, else the annotated picture) as a webcam for video calls."""
 
-    enabled: bool = False
+    enabled: bool = False  # needs pyvirtualcam (the virtualcam extra) and a virtual camera device
     device: str = "auto"  # auto: the first virtual camera (/dev/videoN of v4l2loopback, OBS Virtual Camera)
     fps: float | Literal["auto"] = "auto"  # auto: the source's rate
     backend: str = "auto"  # a pyvirtualcam backend: v4l2loopback, obs, unitycapture (auto: the first that works)
@@ -248,7 +254,7 @@ class VirtualCameraOutput:
 
 @dataclass
 class OutputsConfig:
-    dir: str = "out"
+    dir: str = "out"  # the output folder (--output); several sources: a folder each inside it
     segment_s: float | None = None  # roll the files into time-stamped folders of this many seconds (long live runs)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     video: VideoOutput = field(default_factory=VideoOutput)
@@ -256,7 +262,7 @@ class OutputsConfig:
     tracks: TracksOutput = field(default_factory=TracksOutput)
     matting: MattingOutput = field(default_factory=MattingOutput)
     geometry: GeometryOutput = field(default_factory=GeometryOutput)
-    display: bool = False
+    display: bool = False  # a window with the newest result (q or closing it ends the run)
     virtual_camera: VirtualCameraOutput = field(default_factory=VirtualCameraOutput)
     stream: StreamOutput = field(default_factory=StreamOutput)
     mqtt: MqttOutput = field(default_factory=MqttOutput)
@@ -288,7 +294,7 @@ class PipelineConfig:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
     fleet: FleetConfig = field(default_factory=FleetConfig)
-    name: str = "pipeline"
+    name: str = "pipeline"  # names a single source in the summary, Prometheus and MQTT
 
     def enabled_models(self) -> dict[str, ModelConfig]:
         return {k: v for k, v in vars(self.models).items() if v is not None}

@@ -10,7 +10,8 @@ import torch
 
 from sapiens2_stream.runtime import device as device_module
 from sapiens2_stream.runtime.device import DeviceTransfers, resolve_dtype
-from sapiens2_stream.runtime.pipeline import Pipeline, Planner, load_models
+from sapiens2_stream.runtime.pipeline import Pipeline, load_models
+from sapiens2_stream.runtime.planner import Planner
 from tests.test_pipeline import config
 
 

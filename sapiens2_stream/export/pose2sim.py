@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import Sapiens2StreamError
 from ..io.jsonl import parse_lines
+from ..models.metadata import NUM_KEYPOINTS
 from .calibration import Camera, read_calibration, write_calibration
 from .skeletons import SKELETONS, Layout, layout
 from .sync import BODY, Offset, Track2D, audio_offsets, motion_offsets, soundtrack
@@ -53,7 +54,7 @@ class CameraRun:
     def track(self, track_id: int) -> Track2D:
         """The track's 308 keypoints over the run's frames (scores 0 where it is absent)."""
         n = len(self.records)
-        points, scores = np.zeros((n, 308, 2)), np.zeros((n, 308))
+        points, scores = np.zeros((n, NUM_KEYPOINTS, 2)), np.zeros((n, NUM_KEYPOINTS))
         for i, r in enumerate(self.records):
             for p in r["people"]:
                 if p["track_id"] == track_id and p.get("keypoints") is not None:

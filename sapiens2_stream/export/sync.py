@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 from scipy.signal import correlate
 
+from ..config import DEFAULT_FPS
 from .calibration import Camera
 
 BODY = (*range(21), 41, 62)  # Sapiens2 body and feet keypoints (wrists are 41 and 62): the points sync uses
@@ -42,7 +43,7 @@ class Track2D:
 
     @property
     def step(self) -> float:
-        return float(np.median(np.diff(self.times))) if len(self.times) > 1 else 1 / 30
+        return float(np.median(np.diff(self.times))) if len(self.times) > 1 else 1 / DEFAULT_FPS
 
     def at(self, t: np.ndarray, exact_s: float = 1e-4) -> tuple[np.ndarray, np.ndarray]:
         """The points ([N, J, 2]) and scores ([N, J]) at times t: a frame's own where one falls on the time,

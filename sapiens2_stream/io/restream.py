@@ -18,7 +18,7 @@ from fractions import Fraction
 import av
 import numpy as np
 
-from ..config import StreamOutput
+from ..config import DEFAULT_FPS, StreamOutput
 from .sink import Sink
 
 TIME_BASE = Fraction(1, 1000)  # FLV's
@@ -30,7 +30,7 @@ class RestreamSink(Sink):
     kind = "stream"
     def __init__(self, url: str, fps: float | None, cfg: StreamOutput, render: Callable[[object], np.ndarray]) -> None:
         self.url, self.cfg, self.render = url, cfg, render
-        self.fps = fps or 30.0
+        self.fps = fps or DEFAULT_FPS
         self.frames: queue.Queue[tuple[np.ndarray, float]] = queue.Queue(cfg.queue)
         self.sent = self.dropped = self.connections = 0
         self.events: list[str] = []

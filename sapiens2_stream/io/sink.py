@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..models.metadata import NUM_SEG_CLASSES
+
 
 class Sink:
     redraw = False  # takes the frames `--resume` draws again (videos); records (JSONL, tracks) have them already
@@ -42,7 +44,7 @@ def as_recorded(pts_s: float, keypoints: np.ndarray, scores: np.ndarray) -> tupl
 
 def seg_counts(labels: np.ndarray) -> dict[int, int]:
     """Pixels per body-part class (the classes present)."""
-    counts = np.bincount(labels.ravel(), minlength=29)
+    counts = np.bincount(labels.ravel(), minlength=NUM_SEG_CLASSES)
     return {int(c): int(n) for c, n in enumerate(counts) if n}
 
 

@@ -20,7 +20,7 @@ import av
 import cv2
 import numpy as np
 
-from ..config import SourceConfig
+from ..config import DEFAULT_FPS, SourceConfig
 from ..errors import Sapiens2StreamError
 from .upright import UPRIGHT, Orientation, display_orientation, exif_orientation, pixel_aspect, square_pixels
 
@@ -147,7 +147,7 @@ class Source:
         elif self.kind == "images":
             self._paths = image_paths(cfg.uri)
             self.total_frames = len(self._paths)
-            self.fps = cfg.fps or 30.0
+            self.fps = cfg.fps or DEFAULT_FPS
         if self.total_frames is not None and cfg.max_frames is not None:
             self.total_frames = min(self.total_frames, cfg.max_frames)
 
@@ -271,7 +271,7 @@ class Source:
         with self._open() as container:
             stream = container.streams.video[0]
             sar = pixel_aspect(stream.codec_context.sample_aspect_ratio)
-            fps = self.fps or 30.0
+            fps = self.fps or DEFAULT_FPS
             index = 0
             try:
                 for vf in self._decode(container):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import SmoothingConfig
+from ..config import DEFAULT_FPS, SmoothingConfig
 from ..models.metadata import COCO17_NAMES, pose_metadata
 from ..track.smoothing import smooth_keypoints
 from .sink import Sink
@@ -94,7 +94,7 @@ def write_parquet(path: Path, arrays: dict[str, np.ndarray]) -> None:
 def write_trc(path: Path, times: np.ndarray, markers: np.ndarray, names: tuple[str, ...]) -> None:
     """OpenSim TRC: 2-D markers [T, M, 2] in pixels as X, -Y (up), Z = 0."""
     t_len, m = markers.shape[:2]
-    rate = (t_len - 1) / (times[-1] - times[0]) if t_len > 1 and times[-1] > times[0] else 30.0
+    rate = (t_len - 1) / (times[-1] - times[0]) if t_len > 1 and times[-1] > times[0] else DEFAULT_FPS
     lines = [
         f"PathFileType\t4\t(X/Y/Z)\t{path.name}",
         "DataRate\tCameraRate\tNumFrames\tNumMarkers\tUnits\tOrigDataRate\tOrigDataStartFrame\tOrigNumFrames",

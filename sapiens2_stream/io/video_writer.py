@@ -18,6 +18,8 @@ import av
 import cv2
 import numpy as np
 
+from ..config import DEFAULT_FPS
+
 TIME_BASE = Fraction(1, 90000)
 # frag_discont + use_editlist: the first fragment keeps the source's start time (an empty index cannot carry the
 # edit list that would otherwise shift the timeline back to it)
@@ -47,7 +49,7 @@ class VideoWriter:
         self.on_packet, self.on_picture = on_packet, on_picture
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fps = fps or 30.0
+        self.fps = fps or DEFAULT_FPS
         gop = max(1, round(self.fps))  # a keyframe, so a fragment, at least every second
         self.options = {"crf": str(crf), "preset": preset, "tune": "zerolatency",
                         "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0"}  # fmt: skip

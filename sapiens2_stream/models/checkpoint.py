@@ -15,6 +15,7 @@ import torch
 
 from ..errors import Sapiens2StreamError
 from .config import ModelConfig
+from .metadata import NUM_KEYPOINTS
 from .shapes import DEFAULT_IMAGE_SIZE, BackboneConfig, HeadConfig, scale_grid
 from .tasks import TASKS
 
@@ -83,7 +84,7 @@ def _transformers_task(sd: Mapping[str, torch.Tensor]) -> str:
     outputs = sd["decode_head.predictor.weight"].shape[0]
     if any(k.startswith("decode_head.input_conv.") for k in sd):
         return "matting" if outputs == 4 else "normal"
-    return "pose" if outputs == 308 else "seg"
+    return "pose" if outputs == NUM_KEYPOINTS else "seg"
 
 
 def to_original_keys(sd: Mapping[str, torch.Tensor], task: str | None = None) -> dict[str, torch.Tensor]:

@@ -90,7 +90,7 @@ def format_temporal(temporal: dict) -> str:
     outputs = {k: v for k, v in temporal.items() if isinstance(v, dict)}
     parts = ", ".join(f"{k} {v['ms_per_frame']} ms" for k, v in outputs.items())
     resets = max(v["resets"] for v in outputs.values())
-    return (f"steady over time: {parts} per frame, flow {temporal['flow_ms_per_frame']} ms; "
+    return (f"temporal filter: {parts} per frame, flow {temporal['flow_ms_per_frame']} ms; "
             f"history dropped {resets} times (cuts, light jumps, moves the flow could not follow)")  # fmt: skip
 
 

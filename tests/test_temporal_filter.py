@@ -104,7 +104,7 @@ def test_a_runs_filtered_outputs_are_the_public_stabilisers_per_source(tiny_dir,
         source = summary["sources"][name]
         assert set(source["temporal"]) == {"flow_ms_per_frame", "alpha", "normal", "pointmap"}
         assert source["temporal"]["alpha"]["ms_per_frame"] > 0 and "temporal" in source["stage_ms_per_frame"]
-    assert re.search(r"steady over time: .*alpha [0-9.]+ ms", format_summary(summary))
+    assert re.search(r"temporal filter: .*alpha [0-9.]+ ms", format_summary(summary))
 
 
 def result_at(index, frame, people=(), ended=(), **dense):
