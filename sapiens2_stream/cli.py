@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import typing
 from pathlib import Path
 
 from .errors import Sapiens2StreamError
@@ -222,6 +223,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .config import Pose2SimOutput
+
     parser = argparse.ArgumentParser(
         prog="sapiens2-stream", description="Sapiens2 on video: files, RTSP cameras, webcams."
     )
@@ -258,11 +261,14 @@ def build_parser() -> argparse.ArgumentParser:
     p2s.add_argument("runs", nargs="+", metavar="RUN_DIR",
                      help="the output folder of each camera's run (the folder name is the camera's name)")  # fmt: skip
     p2s.add_argument("--output", required=True, metavar="PROJECT", help="the Pose2Sim project folder to write")
-    p2s.add_argument("--skeleton", choices=["HALPE_26", "COCO_133_WRIST", "COCO_133"], default="HALPE_26")
+    choices = typing.get_type_hints(Pose2SimOutput)  # the same choices and defaults as outputs.pose2sim
+    p2s.add_argument("--skeleton", choices=typing.get_args(choices["skeleton"]), default=Pose2SimOutput.skeleton,
+                     help="Pose2Sim's 2-D skeleton to write (default: %(default)s)")  # fmt: skip
     p2s.add_argument("--calibration", metavar="Calib.toml", help="Pose2Sim's calibration; cameras matched by name")
-    p2s.add_argument("--sync", choices=["motion", "audio", "none"], default="auto",
-                     help="how to find the cameras' time offsets (default: audio when every camera has a clear "
-                          "soundtrack, otherwise motion)")  # fmt: skip
+    p2s.add_argument("--sync", choices=typing.get_args(choices["sync"]), default=Pose2SimOutput.sync,
+                     help="how to find the cameras' time offsets (default: %(default)s: the soundtracks when every "
+                          "camera has a clear one, otherwise the people's motion; none: the recordings start "
+                          "together)")  # fmt: skip
     p2s.add_argument("--fps", type=float, help="the project's frame rate (default: the first camera's)")
     export.set_defaults(func=cmd_export)
 

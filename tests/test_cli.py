@@ -30,3 +30,17 @@ def test_make_tiny_writes_loadable_checkpoints(tmp_path):
 def test_usage_error_exits_2_without_traceback():
     out = run_cli("no-such-verb")
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_export_pose2sim_choices_and_default_agree():
+    """`--sync` offers what it defaults to (auto), and --help says what auto does; the choices are those of
+    outputs.pose2sim in the YAML."""
+    from sapiens2_stream.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["export", "pose2sim", "run", "--output", "p"]).sync == "auto"
+    for method in ("auto", "motion", "audio", "none"):
+        assert parse(["export", "pose2sim", "run", "--output", "p", "--sync", method]).sync == method
+    helped = run_cli("export", "pose2sim", "--help")
+    text = " ".join(helped.stdout.split())
+    assert "{auto,motion,audio,none}" in text and "default: auto: the soundtracks" in text

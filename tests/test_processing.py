@@ -136,12 +136,34 @@ def smoothed_maximum(heatmaps, peaks):
     return out
 
 
+def inside_own_peak(heatmaps, peaks, found):
+    """Whether each found point [N, K, 2] (heatmap pixels) lies inside its map's peak: along the row and the column
+    through the integer peak, strictly between the nearest pixels below half the peak's height above the map's
+    median (or half a pixel past the border), for a peak rising above the median by a tenth of its value."""
+    n, k, h, w = heatmaps.shape
+    out = np.zeros((n, k), bool)
+    for i in range(n):
+        for j in range(k):
+            m = heatmaps[i, j].numpy().astype(np.float64)
+            x, y = int(peaks[i, j, 0]), int(peaks[i, j, 1])
+            floor = np.median(m.ravel()) if m.size % 2 else np.sort(m.ravel())[m.size // 2 - 1]  # torch's median
+            level, ok = (m[y, x] + floor) / 2, m[y, x] - floor >= 0.1 * abs(m[y, x]) and m[y, x] > floor
+            for line, at, value in ((m[y], x, float(found[i, j, 0])), (m[:, x], y, float(found[i, j, 1]))):
+                below = np.flatnonzero(line < level)
+                low = max([b for b in below if b < at], default=-0.5)
+                high = min([b for b in below if b > at], default=len(line) - 0.5)
+                ok = ok and low < value < high
+            out[i, j] = ok
+    return torch.from_numpy(out)
+
+
 def test_decode_matches_reference_where_its_step_is_a_refinement_and_is_bounded_elsewhere(processor, tiny_dir):
     """Random weights give flat, multi-modal maps. Where the reference's DARK step is a real refinement (a
     maximum, under one heatmap pixel) we agree with it within 0.01 px, but for DARK's ill-conditioned near-saddles
     where a 1e-6 difference in the blur moves the point or tips the maximum test. Where it is not, the reference throws
-    keypoints far off the picture and ours stay within one heatmap pixel of the integer peak. "A real refinement"
-is judged by an independent oracle (OpenCV's blur, NumPy's differences)."""
+    keypoints far off the picture and ours stay within one heatmap pixel of the integer peak or inside the peak's own
+    half-height extent. "A real refinement" and "inside its peak" are judged by independent oracles (OpenCV's blur,
+    NumPy's differences; NumPy's median and a walk along the row and the column)."""
     model = load_model(tiny_dir["pose"])
     with torch.inference_mode():
         heatmaps = model(torch.randn(4, 3, 1024, 768, generator=torch.Generator().manual_seed(1))).heatmaps
@@ -158,7 +180,10 @@ is judged by an independent oracle (OpenCV's blur, NumPy's differences)."""
     agree = (keypoints - ref_kp).abs().amax(-1) < 0.01
     kept = our_step < 1e-3  # the integer peak kept: a borderline maximum (determinant ~0) judged otherwise here
     assert agree[refining].float().mean() > 0.98 and (agree | kept)[refining].float().mean() > 0.995
-    assert our_step.max() <= 1.0 + 1e-4
+    wide = our_step > 1.0 + 1e-4  # more than a pixel: only inside the peak it belongs to
+    found = heatmap_pixels(keypoints, flat(BOXES), shape)
+    assert wide.sum() < 0.05 * wide.numel() and inside_own_peak(heatmaps[wide.any(-1)], peaks[wide.any(-1)],
+                                                                 found[wide.any(-1)])[wide[wide.any(-1)]].all()
     assert ref_step.max() > 100  # the reference's unbounded step: what this departure is for
 
 
@@ -199,6 +224,36 @@ def test_decode_still_refines_real_peaks_next_to_degenerate_ones():
     keypoints, _ = decode_heatmaps(heatmaps, boxes)
     found = heatmap_pixels(keypoints, boxes, (h, w))[0, -1]
     assert (found - torch.tensor([17.3, 22.8])).abs().max() < 0.01
+
+
+def wide_noisy_heatmaps(n, k=308, h=64, w=48, seed=0):
+    """Wide, low Gaussian peaks (sigma 2-4 heatmap px, amplitude 0.3-1.3) plus noise (0.01): the argmax of a wide,
+    low peak may sit more than a pixel from its centre. Also their true centres [n, k, 2]."""
+    g = torch.Generator().manual_seed(seed)
+    cx, cy = 4 + torch.rand(n, k, generator=g) * (w - 9), 4 + torch.rand(n, k, generator=g) * (h - 9)
+    sigma = 2 + 2 * torch.rand(n, k, 1, 1, generator=g)
+    amplitude = 0.3 + torch.rand(n, k, 1, 1, generator=g)
+    yy, xx = torch.meshgrid(torch.arange(h).float(), torch.arange(w).float(), indexing="ij")
+    hm = amplitude * torch.exp(-((xx - cx[..., None, None]) ** 2 + (yy - cy[..., None, None]) ** 2) / (2 * sigma**2))
+    return hm + 0.01 * torch.randn(n, k, h, w, generator=g), torch.stack([cx, cy], -1)
+
+
+def test_decode_refines_wide_low_noisy_peaks_as_the_reference_does(processor):
+    """Before: about 0.7% of these kept their integer peak (a step over one pixel was refused), up to 1.2 heatmap px
+    from the centre where the reference lands within 0.11. Now every keypoint matches the reference within 0.01 px
+    or is closer to the true centre than the reference's."""
+    heatmaps, truth = wide_noisy_heatmaps(4)
+    boxes = [[[0.0, 0, 47, 63]]] * 4
+    ref = processor.post_process_pose_estimation(SimpleNamespace(heatmaps=heatmaps), boxes)
+    ref_kp = torch.stack([p["keypoints"] for image in ref for p in image])
+    keypoints, _ = decode_heatmaps(heatmaps, flat(boxes))
+    shape = heatmaps.shape[-2:]
+    ours, theirs = heatmap_pixels(keypoints, flat(boxes), shape), heatmap_pixels(ref_kp, flat(boxes), shape)
+    far = (ours - integer_peaks(heatmaps)).abs().amax(-1) > 1.0  # the steps the old bound refused
+    assert far.sum() > 0  # the case is exercised
+    agree = (keypoints - ref_kp).abs().amax(-1) < 0.01
+    closer = (ours - truth).norm(dim=-1) < (theirs - truth).norm(dim=-1)
+    assert (agree | closer).all(), (keypoints - ref_kp).abs().amax(-1)[~(agree | closer)]
 
 
 def test_targets_then_decode_round_trip():

@@ -235,3 +235,21 @@ def test_adaptive_online_equals_offline():
     smoother = OnlineSmoother("adaptive", min_score=0.3)
     online = np.stack([smoother(7, t, noisy[i], scores[i]) for i, t in enumerate(TIMES)])
     assert np.abs(online - smooth_keypoints(noisy, scores, TIMES, "adaptive")).max() < 1e-9
+
+
+def test_the_library_function_smooths_as_a_pipeline_does_by_default():
+    """One default for one smoother: `smooth_keypoints()` and `OnlineSmoother()` without a method do what a pipeline
+    without a `smoothing:` section does (adaptive, min_score 0.3), not the fixed Kalman filter."""
+    from sapiens2_stream.config import PipelineConfig
+
+    rng = np.random.default_rng(5)
+    _, noisy = turning(rng)
+    scores = rng.uniform(0.2, 1.0, noisy.shape[:2])
+    run = PipelineConfig().smoothing
+    assert (run.method, run.min_score, run.params) == ("adaptive", 0.3, {})
+    pipeline_like = smooth_keypoints(noisy, scores, TIMES, run.method, run.min_score, **run.params)
+    assert np.array_equal(smooth_keypoints(noisy, scores, TIMES), pipeline_like)
+    smoother = OnlineSmoother()
+    online = np.stack([smoother(3, t, noisy[i], scores[i]) for i, t in enumerate(TIMES)])
+    assert np.abs(online - pipeline_like).max() < 1e-9
+    assert np.abs(smooth_keypoints(noisy, scores, TIMES, "kalman") - pipeline_like).max() > 0.1  # it is not kalman

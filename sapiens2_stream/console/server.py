@@ -54,7 +54,9 @@ def console_token(cfg: ConsoleConfig) -> str | None:
 
 class TokenGate:
     """Every HTTP request and WebSocket needs the token (a Bearer header, the cookie, or `?token=` once, which sets
-    the cookie); a WebSocket from a page of another origin is refused, token or not."""
+    the cookie); a WebSocket from a page of another origin is refused, token or not. Refusals are HTTP answers, on
+    a WebSocket's handshake too (ASGI's denial response, which uvicorn supports): 401 without the token (log in),
+    403 for a foreign origin (forbidden)."""
 
     def __init__(self, app, token: str | None) -> None:
         self.app, self.token = app, token
@@ -64,16 +66,14 @@ class TokenGate:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         if scope["type"] == "websocket" and not same_origin(headers):
-            return await send({"type": "websocket.close", "code": 4403})
+            return await refuse(scope, receive, send, 403, "another origin's page may not open this console")
         if self.token is None:
             return await self.app(scope, receive, send)
         query = dict(p.split("=", 1) for p in scope["query_string"].decode().split("&") if "=" in p)
         given = [headers.get("authorization", "").removeprefix("Bearer "), cookie(headers, COOKIE),
                  query.get("token", "")]  # fmt: skip
         if not any(g and hmac.compare_digest(g, self.token) for g in given):
-            if scope["type"] == "websocket":
-                return await send({"type": "websocket.close", "code": 4401})
-            return await Response("a token is needed", 401)(scope, receive, send)
+            return await refuse(scope, receive, send, 401, "a token is needed")
         if scope["type"] == "http" and query.get("token"):
 
             async def with_cookie(message):
@@ -84,6 +84,16 @@ class TokenGate:
 
             return await self.app(scope, receive, with_cookie)
         return await self.app(scope, receive, send)
+
+
+async def refuse(scope, receive, send, status: int, reason: str) -> None:
+    """An HTTP refusal, also for a WebSocket's handshake (its denial response; a server without that extension
+    can only close, which clients see as 403)."""
+    response = Response(reason, status, headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
+    if scope["type"] == "websocket" and "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": 4000 + status})
+        return
+    await response(scope, receive, send)
 
 
 def cookie(headers: dict, name: str) -> str:

@@ -6,9 +6,13 @@ exceed 1).
 DARK blurs each map (11x11 Gaussian, zero-padded), rescales it to keep its maximum, clamps to [1e-3, 50],
 takes the log and makes one Newton step at the integer peak. Unlike the reference, the step may only refine:
 where the Hessian is not negative definite (the peak is no maximum of the smoothed map: flat, clipped or
-saddle-shaped neighbourhoods) or the step would leave the peak's pixel by more than MAX_STEP, the integer peak
-stays. The reference's step there divides by a near-zero determinant and can throw a keypoint tens of thousands
-of pixels off the picture, with the result decided by float rounding (another CPU, another thread count).
+saddle-shaped neighbourhoods) the integer peak stays, and so it does where the step would leave its peak: more
+than MAX_STEP on an axis, unless the map has a well-formed peak (rising above the map's median by at least
+CONTRAST of its value) and the step lands inside that peak's half-height extent along the row and the column
+through the integer peak. A wide, low peak whose argmax noise moved more than a pixel from its centre is refined
+as the reference refines it; the reference's step on a degenerate map divides by a near-zero determinant and can
+throw a keypoint tens of thousands of pixels off the picture, with the result decided by float rounding (another
+CPU, another thread count).
 
 Only the 3x3 neighbourhood of the peak enters the Newton step, and the max-rescale only matters through the
 clamp (log turns it into a constant that the derivatives drop). So for every map whose peak lies in (0, 50] and
@@ -25,7 +29,8 @@ from .geometry import BOX_PADDING, INPUT_SIZE, as_boxes, crop_windows
 
 DARK_KERNEL = 11
 LOG_MIN, LOG_MAX = 1e-3, 50.0
-MAX_STEP = 1.0  # heatmap pixels per axis: a true sub-pixel peak lies within half a pixel of the integer one
+MAX_STEP = 1.0  # heatmap pixels per axis: a clean peak's centre lies within half a pixel of the integer one
+CONTRAST = 0.1  # a peak is well-formed when it rises above its map's median by this share of its value
 
 
 def gaussian_kernel_1d(kernel: int, device: torch.device) -> torch.Tensor:
@@ -78,9 +83,9 @@ def local_blur(maps: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kernel: int
     return grid.gather(1, rows_i[:, :, None].expand(-1, -1, 3))
 
 
-def newton_offsets(logs: torch.Tensor) -> torch.Tensor:
-    """One Newton step [M, 2] (dx, dy) from the 3x3 log-heatmap neighbourhoods [M, 3, 3] of the peaks; zero where
-    the neighbourhood is no maximum (Hessian not negative definite) or the step exceeds MAX_STEP on an axis."""
+def newton_steps(logs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One Newton step [M, 2] (dx, dy) from the 3x3 log-heatmap neighbourhoods [M, 3, 3] of the peaks, and whether
+    the neighbourhood is a maximum (Hessian negative definite) with a finite step [M]."""
     c = logs[:, 1, 1]
     xp, xm, yp, ym = logs[:, 1, 2], logs[:, 1, 0], logs[:, 2, 1], logs[:, 0, 1]
     pp, mm = logs[:, 2, 2], logs[:, 0, 0]
@@ -90,16 +95,47 @@ def newton_offsets(logs: torch.Tensor) -> torch.Tensor:
     hxy = (pp - xp - yp + 2 * c - xm - ym + mm) / 2
     det = hxx * hyy - hxy * hxy
     step = torch.stack([(hyy * gx - hxy * gy) / det, (hxx * gy - hxy * gx) / det], dim=-1)
-    maximum = (hxx < 0) & (det > 0)
-    bounded = torch.isfinite(step).all(-1) & (step.abs() <= MAX_STEP).all(-1)
-    return torch.where((maximum & bounded)[:, None], step, 0.0)
+    maximum = (hxx < 0) & (det > 0) & torch.isfinite(step).all(-1)
+    return step, maximum
+
+
+def half_height_extent(maps: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where each map's peak at integer (x, y) ends: along its row and its column, the nearest pixels on either side
+    below half its height above the map's median ([M, 2] low and high, x then y; half a pixel past the border where
+    the peak reaches it), and whether the peak is well-formed (rises above the median by CONTRAST of its value)."""
+    m, h, w = maps.shape
+    rows, cols = maps[torch.arange(m), y], maps[torch.arange(m), :, x]  # [M, w], [M, h]
+    peak = rows.gather(1, x[:, None])[:, 0]
+    floor = maps.reshape(m, -1).median(dim=1).values
+    level = (peak + floor) / 2
+    low, high = [], []
+    for line, at, size in ((rows, x, w), (cols, y, h)):
+        index = torch.arange(size, device=maps.device, dtype=torch.float32).expand(m, -1)
+        below = line < level[:, None]
+        low.append(torch.where(below & (index < at[:, None]), index, -0.5).amax(1))
+        high.append(torch.where(below & (index > at[:, None]), index, size - 0.5).amin(1))
+    well_formed = peak - floor >= CONTRAST * peak.abs()
+    return torch.stack(low, -1), torch.stack(high, -1), well_formed & (peak > floor)
+
+
+def newton_offsets(logs: torch.Tensor, maps: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The refining offsets [M, 2] (subtracted from the integer peaks): the Newton step where it is a maximum and
+    stays within MAX_STEP, or lands inside a well-formed peak's half-height extent; zero elsewhere."""
+    step, maximum = newton_steps(logs)
+    ok = maximum & (step.abs() <= MAX_STEP).all(-1)
+    wide = (maximum & ~ok).nonzero().squeeze(1)  # beyond one pixel: only inside the peak it belongs to
+    if len(wide):
+        low, high, well_formed = half_height_extent(maps[wide], x[wide], y[wide])
+        landing = torch.stack([x[wide], y[wide]], -1).float() - step[wide]
+        ok[wide] = well_formed & ((landing > low) & (landing < high)).all(-1)
+    return torch.where(ok[:, None], step, 0.0)
 
 
 def dark_refine(
     heatmaps: torch.Tensor, flat_index: torch.Tensor, peaks: torch.Tensor, kernel: int = DARK_KERNEL
 ) -> torch.Tensor:
-    """Sub-pixel peak locations [N, K, 2] in heatmap pixels, within MAX_STEP of the integer peak on each axis;
-    peaks that are not positive stay at -1."""
+    """Sub-pixel peak locations [N, K, 2] in heatmap pixels, within MAX_STEP of the integer peak on each axis or
+    inside its well-formed peak; peaks that are not positive stay at -1."""
     n, k, h, w = heatmaps.shape
     maps = heatmaps.reshape(n * k, h, w)
     flat, peak = flat_index.reshape(-1), peaks.reshape(-1)
@@ -113,7 +149,7 @@ def dark_refine(
         idx = neighbourhood_index(x[slow], y[slow], h, w)
         logs[slow] = blurred.reshape(len(slow), -1).gather(1, idx.reshape(len(slow), -1)).reshape(-1, 3, 3)
     xy = torch.stack([x, y], dim=-1).float()
-    offsets = newton_offsets(logs)
+    offsets = newton_offsets(logs, maps, x, y)
     refined = torch.where((peak > 0)[:, None], xy - offsets, torch.full_like(xy, -1.0))
     return refined.reshape(n, k, 2)
 

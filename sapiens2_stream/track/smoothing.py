@@ -21,6 +21,10 @@ import math
 
 import numpy as np
 
+from ..config import SmoothingConfig
+
+DEFAULT = SmoothingConfig()  # the method and minimum score a run uses unless told otherwise
+
 DEFAULTS = {
     "kalman": {"q": 1e6, "r": 4.0, "v0": 1e4},
     "rts": {"q": 1e6, "r": 4.0, "v0": 1e4},
@@ -220,14 +224,14 @@ def smooth_keypoints(
     keypoints: np.ndarray,
     scores: np.ndarray | None,
     times: np.ndarray,
-    method: str = "kalman",
-    min_score: float = 0.3,
+    method: str = DEFAULT.method,
+    min_score: float = DEFAULT.min_score,
     **params: float,
 ) -> np.ndarray:
     """Smooth one track: keypoints [T, K, 2], scores [T, K], times [T] seconds -> [T, K, 2].
 
-    `method`: "kalman" (online, causal), "adaptive" (online, causal), "rts" (offline, zero lag), "one_euro" or
-    "none". `params` override the defaults in `DEFAULTS` (kalman/rts: q, r, v0; adaptive: q_steady, q_turn, r, v0,
+    `method`: "adaptive" (online, causal; the default, as in a run), "kalman" (online, causal), "rts" (offline,
+    zero lag), "one_euro" or "none". `params` override the defaults in `DEFAULTS` (kalman/rts: q, r, v0; adaptive: q_steady, q_turn, r, v0,
     switch; one_euro: min_cutoff, beta, d_cutoff).
     """
     kp = np.asarray(keypoints, np.float64)
@@ -263,7 +267,7 @@ class OnlineSmoother:
     `rts` runs causally as `kalman` here; the zero-lag pass happens over whole tracks at export.
     """
 
-    def __init__(self, method: str = "kalman", min_score: float = 0.3, **params: float) -> None:
+    def __init__(self, method: str = DEFAULT.method, min_score: float = DEFAULT.min_score, **params: float) -> None:
         self.method = "kalman" if method == "rts" else method
         self.min_score = min_score
         self.params = {**DEFAULTS.get(self.method, {}), **params}
