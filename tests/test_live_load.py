@@ -26,7 +26,7 @@ def slow_config(tmp_path, tiny_dir, uri, out, **sections):
 
 
 def test_live_camera_faster_than_the_models_delivers_at_the_file_rate(tmp_path, tiny_dir):
-    fps, seconds = 15, 62
+    fps, seconds = 15, 32  # half a minute of camera: about 90 results at the machine's rate, 30 batches
     clip = tmp_path / "recorded.mp4"
     record_lavfi(clip, 36, fps)  # what the camera sends, as a file
     # the file rate of the same configuration, before and after the live run (this shared host's speed drifts)
@@ -43,7 +43,7 @@ def test_live_camera_faster_than_the_models_delivers_at_the_file_rate(tmp_path, 
         file_rates.append(rate)
     file_fps = float(np.mean(file_rates))
     stream = live.streams[0]
-    assert summary["seconds"] >= 60
+    assert summary["seconds"] >= seconds - 2  # the camera ran its whole length
     assert written_fps >= 0.9 * file_fps, (written_fps, file_rates)
     # nothing computed is thrown away while the output keeps up; every frame is written or counted as dropped
     assert stream.numbers.processed == summary["frames_out"] and "output_too_slow" not in summary["dropped"]
