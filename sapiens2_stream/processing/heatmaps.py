@@ -7,8 +7,8 @@ DARK blurs each map (11x11 Gaussian, zero-padded), rescales it to keep its maxim
 takes the log and makes one Newton step at the integer peak. Unlike the reference, the step may only refine:
 where the Hessian is not negative definite (the peak is no maximum of the smoothed map: flat, clipped or
 saddle-shaped neighbourhoods) the integer peak stays, and so it does where the step would leave its peak: more
-than MAX_STEP on an axis, unless the map has a well-formed peak (rising above the map's median by at least
-CONTRAST of its value) and the step lands inside that peak's half-height extent along the row and the column
+than MAX_STEP on an axis, unless the map has a well-formed peak (rising above the median of its row and column by
+at least CONTRAST of its value) and the step lands inside that peak's half-height extent along the row and the column
 through the integer peak. A wide, low peak whose argmax noise moved more than a pixel from its centre is refined
 as the reference refines it; the reference's step on a degenerate map divides by a near-zero determinant and can
 throw a keypoint tens of thousands of pixels off the picture, with the result decided by float rounding (another
@@ -30,7 +30,7 @@ from .geometry import BOX_PADDING, INPUT_SIZE, as_boxes, crop_windows
 DARK_KERNEL = 11
 LOG_MIN, LOG_MAX = 1e-3, 50.0
 MAX_STEP = 1.0  # heatmap pixels per axis: a clean peak's centre lies within half a pixel of the integer one
-CONTRAST = 0.1  # a peak is well-formed when it rises above its map's median by this share of its value
+CONTRAST = 0.1  # a peak is well-formed when it rises above its row's and column's median by this share of its value
 
 
 def gaussian_kernel_1d(kernel: int, device: torch.device) -> torch.Tensor:
@@ -101,12 +101,13 @@ def newton_steps(logs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def half_height_extent(maps: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Where each map's peak at integer (x, y) ends: along its row and its column, the nearest pixels on either side
-    below half its height above the map's median ([M, 2] low and high, x then y; half a pixel past the border where
-    the peak reaches it), and whether the peak is well-formed (rises above the median by CONTRAST of its value)."""
+    below half its height above the median of that row and column ([M, 2] low and high, x then y; half a pixel past
+    the border where the peak reaches it), and whether the peak is well-formed (rises above that median by CONTRAST
+    of its value)."""
     m, h, w = maps.shape
     rows, cols = maps[torch.arange(m), y], maps[torch.arange(m), :, x]  # [M, w], [M, h]
     peak = rows.gather(1, x[:, None])[:, 0]
-    floor = maps.reshape(m, -1).median(dim=1).values
+    floor = torch.cat([rows, cols], 1).median(dim=1).values  # the peak's surroundings, without sorting whole maps
     level = (peak + floor) / 2
     low, high = [], []
     for line, at, size in ((rows, x, w), (cols, y, h)):

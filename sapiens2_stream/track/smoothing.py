@@ -231,8 +231,8 @@ def smooth_keypoints(
     """Smooth one track: keypoints [T, K, 2], scores [T, K], times [T] seconds -> [T, K, 2].
 
     `method`: "adaptive" (online, causal; the default, as in a run), "kalman" (online, causal), "rts" (offline,
-    zero lag), "one_euro" or "none". `params` override the defaults in `DEFAULTS` (kalman/rts: q, r, v0; adaptive: q_steady, q_turn, r, v0,
-    switch; one_euro: min_cutoff, beta, d_cutoff).
+    zero lag), "one_euro" or "none". `params` override the defaults in `DEFAULTS` (kalman/rts: q, r, v0;
+    adaptive: q_steady, q_turn, r, v0, switch; one_euro: min_cutoff, beta, d_cutoff).
     """
     kp = np.asarray(keypoints, np.float64)
     if kp.ndim != 3 or kp.shape[-1] != 2:
