@@ -44,3 +44,12 @@ def test_export_pose2sim_choices_and_default_agree():
     helped = run_cli("export", "pose2sim", "--help")
     text = " ".join(helped.stdout.split())
     assert "{auto,motion,audio,none}" in text and "default: auto: the soundtracks" in text
+
+
+def test_reading_a_pipeline_file_loads_no_torch():
+    """`validate`, `--help` and a configuration error answer without loading torch: the task table, the YAML schema
+    and the command line read no model code."""
+    code = ("import sys; from sapiens2_stream.config import load_config; from sapiens2_stream.cli import build_parser; "
+            "build_parser(); print(sorted(m for m in ('torch', 'av', 'ultralytics') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr

@@ -1,13 +1,28 @@
-"""Sapiens2 models in PyTorch: the table of tasks, backbone, task heads, presets and checkpoint loading."""
+"""Sapiens2 models in PyTorch: the table of tasks, backbone, task heads, presets and checkpoint loading.
+
+The table, the shapes and the configurations load without torch (the pipeline YAML's schema and the command line
+read them); the modules that build and load models are imported when one of their names is first used.
+"""
+
+import importlib
 
 from .config import ModelConfig, preset
-from .loading import build_model, load_model
 from .metadata import pose_metadata, seg_metadata
 from .outputs import MattingOutput, NormalOutput, PointmapOutput, PoseOutput, PretrainOutput, SegOutput
-from .sapiens2 import Sapiens2, pose_loss, seg_loss
 from .shapes import BackboneConfig, HeadConfig
 from .tasks import SIZES, TASKS, TaskSpec, hub_id, pipeline_tasks, register_task, task_spec
-from .tiny import make_tiny_checkpoints, tiny_config
+
+LAZY = {  # name -> the module that holds it, imported on first use (these import torch)
+    "build_model": ".loading", "load_model": ".loading", "Sapiens2": ".sapiens2", "pose_loss": ".sapiens2",
+    "seg_loss": ".sapiens2", "make_tiny_checkpoints": ".tiny", "tiny_config": ".tiny",
+}  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name in LAZY:
+        return getattr(importlib.import_module(LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "SIZES", "TASKS", "TaskSpec", "BackboneConfig", "HeadConfig", "ModelConfig", "hub_id", "preset", "build_model",

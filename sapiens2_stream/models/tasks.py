@@ -6,19 +6,18 @@ An entry says what the model is (its transformers class, its head kind and outpu
 and head widths), what its forward returns, how flip test-time augmentation mirrors each output back, how the
 engine feeds it (per-person crops or whole frames, aspect kept or not), how its raw outputs become the result's
 arrays, and which temporal filter steadies them.
+
+Reading the table loads no torch (the YAML schema and the command line read it, `validate` and `--help` stay
+quick): the post-processing functions import the array code when they first run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Sapiens2StreamError
-from ..processing.dense import FrameBatch, mattes, metric_pointmaps, seg_labels, seg_probabilities, unit_normals
-from ..processing.heatmaps import decode_heatmaps
 from .metadata import NUM_KEYPOINTS, NUM_SEG_CLASSES, pose_metadata, seg_metadata
 from .outputs import MattingOutput, NormalOutput, PointmapOutput, PoseOutput, PretrainOutput, SegOutput
 from .shapes import DEFAULT_IMAGE_SIZE, BackboneConfig, HeadConfig, gqa_layout, scale_grid
@@ -33,12 +32,18 @@ SIZES: dict[str, dict[str, int]] = {
 }
 TASK_SIZES = ("0.4b", "0.8b", "1b", "5b")  # the sizes released with task heads (0.1b: the backbone only)
 
+if TYPE_CHECKING:
+    import torch
+
+    from ..processing.dense import FrameBatch
+
 # (head output, backbone features, model) -> the forward's named outputs
-ModelOutputs = Callable[[torch.Tensor, torch.Tensor, Any], dict[str, torch.Tensor | None]]
-# (forward outputs, the frames they came from, the probabilities' width or None) -> per frame, result arrays
-FramePost = Callable[[dict[str, torch.Tensor], FrameBatch, int | None], list[dict[str, torch.Tensor]]]
-# (forward outputs, the crops' boxes, the crops' input size) -> result arrays for every crop
-CropPost = Callable[[dict[str, torch.Tensor], torch.Tensor, tuple[int, int]], dict[str, torch.Tensor]]
+ModelOutputs = Callable[[Any, Any, Any], dict]
+# (forward outputs, the frames they came from (processing.dense.FrameBatch), the probabilities' width or None) ->
+# per frame, the result arrays (tensors)
+FramePost = Callable[[dict, Any, "int | None"], list[dict]]
+# (forward outputs, the crops' boxes, the crops' input size) -> the result arrays of every crop (tensors)
+CropPost = Callable[[dict, Any, tuple[int, int]], dict]
 
 
 @dataclass(frozen=True)
@@ -166,11 +171,17 @@ def _matting_outputs(out: torch.Tensor, features: torch.Tensor, model) -> dict:
 
 
 def _pose_post(out: dict, boxes: torch.Tensor, size: tuple[int, int]) -> dict:
+    from ..processing.heatmaps import decode_heatmaps
+
     keypoints, scores = decode_heatmaps(out["heatmaps"], boxes, size)
     return {"keypoints": keypoints, "keypoint_scores": scores}
 
 
 def _seg_post(out: dict, frames: FrameBatch, width: int | None) -> list[dict]:
+    import torch
+
+    from ..processing.dense import seg_labels, seg_probabilities
+
     per_frame = [{"seg": labels.to(torch.uint8)} for labels in seg_labels(out["logits"], frames)]
     if width is not None:  # the part labels' temporal filter works on class probabilities at this width
         for item, p in zip(per_frame, seg_probabilities(out["logits"], frames, width), strict=True):
@@ -179,15 +190,21 @@ def _seg_post(out: dict, frames: FrameBatch, width: int | None) -> list[dict]:
 
 
 def _matting_post(out: dict, frames: FrameBatch, width: int | None) -> list[dict]:
+    from ..processing.dense import mattes
+
     return [{"alpha": a[0], "foreground": f.permute(1, 2, 0)} for a, f in mattes(out["alphas"], out["foregrounds"],
                                                                                    frames)]  # fmt: skip
 
 
 def _normal_post(out: dict, frames: FrameBatch, width: int | None) -> list[dict]:
+    from ..processing.dense import unit_normals
+
     return [{"normals": n.permute(1, 2, 0)} for n in unit_normals(out["normals"], frames)]
 
 
 def _pointmap_post(out: dict, frames: FrameBatch, width: int | None) -> list[dict]:
+    from ..processing.dense import metric_pointmaps
+
     return [{"pointmap": m.permute(1, 2, 0)} for m in metric_pointmaps(out["pointmaps"], out["scales"], frames)]
 
 
