@@ -26,6 +26,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..config import ConsoleConfig, SourceConfig, check_config, from_dict
 from ..errors import Sapiens2StreamError
+from ..runtime.threads import census
 
 STATIC = Path(__file__).with_name("static")
 COOKIE = "sapiens2_console"
@@ -132,6 +133,7 @@ class Console:
             Route("/sources/{name}", self.page("source.html")),
             Route("/console.js", self.page("console.js", "text/javascript")),
             Route("/api/v1/sources", self.list_sources, methods=["GET"]),
+            Route("/api/v1/threads", self.threads, methods=["GET"]),
             Route("/api/v1/sources", self.add_source, methods=["POST"]),
             Route("/api/v1/sources/{name}", self.one_source, methods=["GET"]),
             Route("/api/v1/sources/{name}", self.remove_source, methods=["DELETE"]),
@@ -192,6 +194,10 @@ class Console:
 
     async def list_sources(self, request: Request) -> Response:
         return JSONResponse([self.backend.status(n) for n in self.backend.names()])
+
+    async def threads(self, request: Request) -> Response:
+        """The process's threads by kind (a leak shows as a kind that keeps growing)."""
+        return JSONResponse(census())
 
     async def one_source(self, request: Request) -> Response:
         return self.guarded(lambda: JSONResponse(self.status(request.path_params["name"])))

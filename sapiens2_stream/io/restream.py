@@ -19,6 +19,7 @@ import av
 import numpy as np
 
 from ..config import DEFAULT_FPS, StreamOutput
+from .pixels import encodable
 from .sink import Sink
 
 TIME_BASE = Fraction(1, 1000)  # FLV's
@@ -80,7 +81,7 @@ class RestreamSink(Sink):
             item = first
             while item is not None:
                 image, pts_s = item
-                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image[:h, :w]), format="rgb24")
+                frame = encodable(image[:h, :w], stream)
                 frame.pts = max(int(round((pts_s - start) / TIME_BASE)), last + 1)  # each connection starts at 0
                 frame.time_base = TIME_BASE
                 last = frame.pts

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..config import DEFAULT_FPS, SourceConfig
 from ..errors import Sapiens2StreamError
+from .pixels import rgb_of
 from .upright import UPRIGHT, Orientation, display_orientation, exif_orientation, pixel_aspect, square_pixels
 
 STREAM_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://", "udp://", "tcp://", "srt://")
@@ -231,7 +232,7 @@ class Source:
 
     def _picture(self, vf: av.VideoFrame, sar: Fraction) -> np.ndarray:
         """A decoded frame as players show it: square pixels, then upright; each conversion noted once."""
-        rgb = vf.to_ndarray(format="rgb24")
+        rgb = rgb_of(vf)
         if sar != 1:
             h, w = rgb.shape[:2]
             rgb = square_pixels(rgb, sar)

@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 
 from ..config import DEFAULT_FPS
+from .pixels import encodable, rgb_of
 
 TIME_BASE = Fraction(1, 90000)
 # frag_discont + use_editlist: the first fragment keeps the source's start time (an empty index cannot carry the
@@ -79,7 +80,7 @@ class VideoWriter:
                 rgb = rgb[:h, :w]  # odd size: drop the last row/column
             else:  # the source changed resolution (e.g. after a reconnect): keep the output size
                 rgb = cv2.resize(rgb, (w, h), interpolation=cv2.INTER_AREA)
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
+        frame = encodable(rgb, self.stream)
         pts = max(int(round(pts_s / TIME_BASE)), self.last_pts + 1)
         frame.pts, frame.time_base = pts, TIME_BASE
         self.last_pts = pts
@@ -117,7 +118,7 @@ def decoded_frames(path: Path, limit: int | None = None):
             for i, frame in enumerate(container.decode(video=0)):
                 if limit is not None and i >= limit:
                     return
-                yield frame.to_ndarray(format="rgb24"), float(frame.time)
+                yield rgb_of(frame), float(frame.time)
     except (av.FFmpegError, OSError):
         return
 

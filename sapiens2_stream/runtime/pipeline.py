@@ -46,6 +46,7 @@ from .prometheus import Monitor
 from .results import FrameResult
 from .stages import END, STAGES, Handoff
 from .stream import Stream, source_error
+from .threads import census
 
 
 @dataclass
@@ -351,6 +352,7 @@ class Pipeline:
             "totals": totals,
             **self.times.snapshot(),
             "live_batch_sizes": dict(sorted(self.planner.live_sizes.items())),
+            "threads": census(),  # by kind, at the end of the run
             "events": self.engine.events,
         }
 

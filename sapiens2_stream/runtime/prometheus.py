@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import torch
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
@@ -72,18 +72,21 @@ class RunCollector:
             yield gpu
 
 
+REQUEST_TIMEOUT_S = 5.0  # a client that stops sending holds the metrics thread no longer than this
+
+
 class Endpoints:
-    """/metrics (Prometheus text from `registry`) and /healthz (`health()` -> status, JSON body) on one port, in a
-    thread of their own; used by a run and by the fleet's driver."""
+    """/metrics (Prometheus text from `registry`) and /healthz (`health()` -> status, JSON body) on one port, served
+    one request after another by one long-lived thread (answers take milliseconds; no thread per request); used by a
+    run and by the fleet's driver."""
 
     def __init__(self, cfg: MetricsConfig, registry: CollectorRegistry, health) -> None:
         self.registry, self.health = registry, health
         try:
-            self.server = ThreadingHTTPServer((cfg.host, cfg.port), self._handler())
+            self.server = HTTPServer((cfg.host, cfg.port), self._handler())
         except OSError as e:
             where = f"{cfg.host}:{cfg.port}"
             raise Sapiens2StreamError(f"runtime.metrics: cannot listen on {where} ({e.strerror})") from None
-        self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
         self.thread.start()
 
@@ -95,6 +98,8 @@ class Endpoints:
         endpoints = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = REQUEST_TIMEOUT_S
+
             def do_GET(self) -> None:
                 if self.path == "/metrics":
                     status, body, kind = 200, generate_latest(endpoints.registry), CONTENT_TYPE_LATEST

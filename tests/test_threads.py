@@ -1,0 +1,84 @@
+"""Threads: none started per frame or per request (a run over weeks must not churn or grow them), and the census
+of threads by kind in summary.json and the console."""
+
+import json
+import os
+import threading
+import time
+import urllib.request
+
+from sapiens2_stream.config import PipelineConfig, from_dict
+from sapiens2_stream.console.pipeline_backend import PipelineConsole
+from sapiens2_stream.runtime.pipeline import Pipeline
+from tests.test_integrations import wait_until
+from tests.test_pipeline import free_port
+
+CAMERA = "lavfi:testsrc2=size=320x240:rate=10,realtime"
+
+
+def task_ids() -> set[int]:
+    return {int(t) for t in os.listdir("/proc/self/task")}
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read()
+
+
+def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
+    """Two live cameras with their annotated videos, the console and /metrics: once every kind of work has run once,
+    seconds of frames decoded, inferred, drawn and encoded, and of snapshots, status and metrics requests, start no
+    thread at all. (Before: swscale made a pool of threads per converted picture, dozens a frame; the metrics server
+    a thread per request.)"""
+    console, metrics = free_port(), free_port()
+    cfg = from_dict(PipelineConfig, {
+        "sources": [{"name": f"cam{i}", "uri": CAMERA} for i in (1, 2)],
+        "detector": {"type": "full_frame"},
+        "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96], "flip": "off"}},
+        "outputs": {"dir": str(tmp_path / "out")},
+        "runtime": {"device": "cpu", "threads": 1, "console": {"port": console}, "metrics": {"port": metrics}},
+    })  # fmt: skip
+    pipeline = Pipeline(cfg, serve=True)
+    pipeline.observe(PipelineConsole(pipeline))
+    box = {}
+    runner = threading.Thread(target=lambda: box.update(summary=pipeline.run()), name="test-run")
+    runner.start()
+    base = f"http://127.0.0.1:{console}/api/v1"
+    requests = [f"{base}/sources/cam1/snapshot.jpg", f"{base}/sources", f"{base}/threads",
+                f"http://127.0.0.1:{metrics}/metrics", f"http://127.0.0.1:{metrics}/healthz"]  # fmt: skip
+    try:
+        wait_until(lambda: min(s.numbers.written for s in pipeline.streams) >= 10, 120, "results from both cameras")
+        for url in requests:  # every kind of work once: lazily started pools are started now
+            get(url)
+        written = sum(s.numbers.written for s in pipeline.streams)
+        seen, stop = task_ids(), threading.Event()
+        new: set[int] = set()
+
+        def watch() -> None:
+            while not stop.is_set():
+                new.update(task_ids() - seen)
+                time.sleep(0.001)
+
+        watcher = threading.Thread(target=watch, name="test-watch")
+        watcher.start()
+        watcher_id = None
+        ends = time.time() + 4.0
+        while time.time() < ends:
+            for url in requests:
+                get(url)
+            time.sleep(0.1)
+        stop.set()
+        watcher.join()
+        watcher_id = watcher.native_id
+        frames = sum(s.numbers.written for s in pipeline.streams) - written
+        threads = json.loads(get(f"{base}/threads"))
+    finally:
+        pipeline.request_stop()
+        runner.join(60)
+    assert frames >= 20  # the cameras ran through the window
+    assert new - {watcher_id} == set(), f"{len(new - {watcher_id})} threads started during {frames} frames"
+    # the census: every thread of ours by what it does, the rest native
+    for kind in ("stream-cam1", "stream-cam2", "sapiens2-device", "sapiens2-detect", "metrics", "MainThread"):
+        assert threads.get(kind, 0) >= 1, (kind, threads)
+    assert threads["stream-cam1"] == 2 and threads["native"] >= 1
+    assert box["summary"]["threads"]["sapiens2-device"] == 1
