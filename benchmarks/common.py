@@ -58,7 +58,7 @@ def steady_rate(pipeline) -> tuple[dict, float]:
     written = []
     pipeline.observe(ResultCallback(pipeline, lambda result, p: written.append(time.time())))
     summary = pipeline.run()
-    first = pipeline.times.batch_sizes["infer"][0]
+    first = int(pipeline.times.batch_sizes["infer"][0])
     return summary, (len(written) - first) / (written[-1] - written[first - 1])
 
 

@@ -81,4 +81,4 @@ def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
     for kind in ("stream-cam1", "stream-cam2", "sapiens2-device", "sapiens2-detect", "metrics", "MainThread"):
         assert threads.get(kind, 0) >= 1, (kind, threads)
     assert threads["stream-cam1"] == 2 and threads["native"] >= 1
-    assert box["summary"]["threads"]["sapiens2-device"] == 1
+    assert box["summary"]["threads"]["sapiens2-device"] == 1  # earlier runs in this process left none behind

@@ -2,13 +2,13 @@
 `snapshot()` is what every reader uses (the summary, the console's status, Prometheus, the progress line, the
 fleet worker's report), so each figure is computed here, once.
 
-Samples are kept for the last SAMPLES frames or batches only, so a run of weeks keeps bounded memory; the
+Samples are kept for the last SAMPLES frames or batches only, in arrays allocated once, so a run of weeks keeps
+the same memory from its first minute (a deque of Python floats grew by 32 bytes a sample for hours); the
 percentiles are over those. Recent rates are over the last RATE_WINDOW_S seconds.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable
@@ -23,14 +23,41 @@ RATE_SAMPLE_S = 0.5  # counts are sampled for the recent rates at most this ofte
 DROP_REASONS = ("waiting_too_long", "queue_full", "output_too_slow")
 
 
-def samples() -> deque:
-    return deque(maxlen=SAMPLES)
+class Samples:
+    """The last SAMPLES measurements (float32), in a ring allocated once; reads as an array, oldest first."""
+
+    def __init__(self, size: int = SAMPLES) -> None:
+        self.data = np.zeros(size, np.float32)
+        self.count = 0  # measurements taken in all
+
+    def append(self, value: float) -> None:
+        self.data[self.count % len(self.data)] = value
+        self.count += 1
+
+    def __len__(self) -> int:
+        return min(self.count, len(self.data))
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        n, size = len(self), len(self.data)
+        values = self.data[:n] if self.count <= size else np.roll(self.data, -(self.count % size))
+        return values.astype(dtype or np.float32, copy=True)
+
+    def __getitem__(self, index: int) -> float:
+        return float(np.asarray(self)[index])
+
+    def latest(self, n: int) -> np.ndarray:
+        """The newest n measurements (fewer at the start)."""
+        return np.asarray(self)[-n:]
 
 
-def p50_p95(values, digits: int) -> dict[str, float]:
-    if not values:
+def samples() -> Samples:
+    return Samples()
+
+
+def p50_p95(values: Samples, digits: int) -> dict[str, float]:
+    if not len(values):
         return {"p50": 0.0, "p95": 0.0}
-    p50, p95 = np.percentile(values, [50, 95])
+    p50, p95 = np.percentile(np.asarray(values), [50, 95])
     return {"p50": round(float(p50), digits), "p95": round(float(p95), digits)}
 
 
@@ -39,8 +66,8 @@ class StageTimes:
     happens (Prometheus' histograms)."""
 
     def __init__(self) -> None:
-        self.stage_ms: dict[str, deque] = defaultdict(samples)
-        self.batch_sizes: dict[str, deque] = defaultdict(samples)
+        self.stage_ms: dict[str, Samples] = defaultdict(samples)
+        self.batch_sizes: dict[str, Samples] = defaultdict(samples)
         self.observer: Callable[[str, float, int | None], None] | None = None
 
     def stage(self, name: str, ms_per_frame: float, batch: int | None = None) -> None:
@@ -53,8 +80,8 @@ class StageTimes:
     def snapshot(self) -> dict:
         return {
             "stage_ms_per_frame": {k: p50_p95(v, 2) for k, v in self.stage_ms.items()},
-            "batch_size": {k: {"max": max(v), "mean": round(float(np.mean(v)), 2)}
-                           for k, v in self.batch_sizes.items() if v},  # fmt: skip
+            "batch_size": {k: {"max": int(np.max(v)), "mean": round(float(np.mean(v)), 2)}
+                           for k, v in self.batch_sizes.items() if len(v)},  # fmt: skip
         }
 
 
@@ -78,7 +105,7 @@ class SourceNumbers:
         self.started = time.time()
         self.ended: float | None = None
         self.times = StageTimes()
-        self.frame_age_ms: deque = samples()  # arrival to written, per frame
+        self.frame_age_ms = samples()  # arrival to written, per frame
         self.history: deque = deque()  # (monotonic time, frames in, processed, written), for the recent rates
 
     def wrote(self, frame_index: int, people: int, arrived_wall_s: float) -> None:
@@ -118,7 +145,7 @@ class SourceNumbers:
         report it."""
         elapsed, s = self.seconds(), self.stats
         ages = self.frame_age_ms
-        latest = list(itertools.islice(reversed(ages), 10))
+        latest = ages.latest(10)
         return {
             "frames_in": s.frames,
             "frames_out": self.written,
@@ -139,7 +166,7 @@ class SourceNumbers:
             "people": self.people,
             "last_frame": self.last_frame,
             "result_age_s": None if self.last_written is None else round(time.time() - self.last_written, 3),
-            "frame_age_ms": p50_p95(ages, 1) | {"max": round(max(ages, default=0.0), 1),
-                                                "recent": round(float(np.mean(latest)), 1) if latest else 0.0},
+            "frame_age_ms": p50_p95(ages, 1) | {"max": round(float(np.max(ages)), 1) if len(ages) else 0.0,
+                                                "recent": round(float(np.mean(latest)), 1) if len(latest) else 0.0},
             **self.times.snapshot(),
         }  # fmt: skip

@@ -108,12 +108,14 @@ class Pipeline:
         rt = cfg.runtime
         if rt.threads:
             torch.set_num_threads(rt.threads)
+        self.owns_models = loaded is None  # then their threads end with the run
         self.loaded = loaded or load_models(cfg)
         self.engine, self.detector = self.loaded.engine, self.loaded.detector  # what the detect and infer stages use
         self.times = StageTimes()  # the shared stages: detect, track, infer
         self.planner = Planner(self.streams, rt.max_frames_per_batch, rt.max_frame_age_s)
         self.abandon = asyncio.Event()  # a second Ctrl-C: stop waiting for the batch on the models
         self.started = 0.0
+        self.thread_census: dict[str, int] = {}
         self.observers: list[Observer] = []
         self.stages = [stage(self) for stage in STAGES]  # they read the planner and the models
         self.batch_stages = [s for s in self.stages if not s.per_source]
@@ -316,6 +318,7 @@ class Pipeline:
         except BaseExceptionGroup as eg:
             raise eg.exceptions[0] from None
         finally:
+            self.thread_census = census()  # as the run ran, before its threads end
             for sig in installed:
                 loop.remove_signal_handler(sig)
             self._halt_readers()
@@ -324,6 +327,9 @@ class Pipeline:
                 stream.threads.shutdown(wait=False)
             if self.mqtt is not None:  # after the streams: their last track events go out before "offline"
                 self.mqtt.close()
+            if self.owns_models:  # a process that runs many pipelines keeps no device or detector thread of each
+                self.loaded.engine.executor.shutdown(wait=False)
+                self.loaded.detect_thread.shutdown(wait=False)
             for observer in self.observers:
                 observer.ended()
         return self.summary()
@@ -352,7 +358,7 @@ class Pipeline:
             "totals": totals,
             **self.times.snapshot(),
             "live_batch_sizes": dict(sorted(self.planner.live_sizes.items())),
-            "threads": census(),  # by kind, at the end of the run
+            "threads": self.thread_census,  # by kind, as the run ended
             "events": self.engine.events,
         }
 
