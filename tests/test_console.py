@@ -292,6 +292,7 @@ def test_a_token_guards_every_route_and_the_live_view(tmp_path, tiny_dir):
             _, stderr = proc.communicate(timeout=60)
             took = time.time() - stopped
         assert proc.returncode == 130 and took < 5, (took, stderr)
+        assert "Traceback" not in stderr and "graceful shutdown" not in stderr, stderr  # the viewers were let go
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -55,7 +55,7 @@ def codec_string(extradata: bytes) -> str:
 
 class Viewer:
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue(VIEWER_QUEUE)
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(VIEWER_QUEUE)  # None: the console ends
         self.skipping = False  # lost fragments: waits for the next keyframe
         self.lost = 0
         self.after = 0  # the number of the last fragment it started with

@@ -120,6 +120,8 @@ class Console:
         self.backend, self.cfg = backend, cfg
         self.token = console_token(cfg)
         self.server = None
+        self.closing = False
+        self.viewers: set = set()  # the live views' viewers connected now (each ends when the console does)
         self.sock = socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -171,7 +173,13 @@ class Console:
             await asyncio.sleep(1.0)
 
     def close(self) -> None:
-        """End the console (from its loop, when the run ends)."""
+        """End the console (from its loop, when the run ends): open live views and MJPEG streams end first, so the
+        server's graceful shutdown has nothing left to cancel (no traceback on the way out)."""
+        self.closing = True
+        for viewer in self.viewers:
+            while viewer.queue.full():
+                viewer.queue.get_nowait()
+            viewer.queue.put_nowait(None)  # its handler closes the WebSocket: going away
         if self.server is not None:
             self.server.should_exit = True
 
@@ -235,17 +243,22 @@ class Console:
             return await websocket.close(4404)
         await websocket.accept()
         viewer, start = view.join()  # watched from now: a source without its own video starts encoding
+        self.viewers.add(viewer)
         try:
-            while view.info is None:
+            while view.info is None and not self.closing:
                 await asyncio.sleep(0.05)
+            if self.closing:
+                return await websocket.close(1001)
             await websocket.send_text(json.dumps(view.info))
             for fragment in start:
                 await websocket.send_bytes(fragment)
-            while True:
-                await websocket.send_bytes(await viewer.queue.get())
+            while (fragment := await viewer.queue.get()) is not None:
+                await websocket.send_bytes(fragment)
+            await websocket.close(1001)  # the run ended: going away
         except (WebSocketDisconnect, RuntimeError):
             pass
         finally:
+            self.viewers.discard(viewer)
             view.leave(viewer)
 
     async def snapshot(self, request: Request) -> Response:
@@ -265,7 +278,7 @@ class Console:
 
         async def parts():
             seen = -1
-            while True:
+            while not self.closing:
                 if view.pictures != seen and (data := view.jpeg()) is not None:  # encoded only while watched
                     seen = view.pictures
                     yield b"--frame\r\nContent-Type: image/jpeg\r\n\r\n" + data + b"\r\n"
