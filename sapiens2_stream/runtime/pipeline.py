@@ -130,7 +130,7 @@ class Pipeline:
         return observer
 
     def _stream(self, cfg: PipelineConfig, name: str, **options) -> Stream:
-        return Stream(cfg, name=name, stages=[], on_quit=self.finish, mqtt=self.mqtt, **options)
+        return Stream(cfg, name=name, on_quit=self.finish, mqtt=self.mqtt, **options)
 
     @property
     def source(self):

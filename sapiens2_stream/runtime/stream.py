@@ -41,16 +41,15 @@ LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames w
 class Stream:
     """A source with everything that is its own; see the module docstring for what is dropped and when."""
 
-    def __init__(self, cfg: PipelineConfig, *, name: str = "", stages: list, resume: bool = False,
+    def __init__(self, cfg: PipelineConfig, *, name: str = "", resume: bool = False,
                  on_quit: Callable[[], None] = lambda: None, mqtt=None, fence: Callable[[Path], None] | None = None,
                  first_track: int = 1) -> None:  # fmt: skip
         """`cfg`: a single-source configuration (PipelineConfig.per_source); `name`: the source's name, empty for
-        the single `source:`; `stages`: the result stages its writer runs (stages.STAGES); `resume`: continue the
-        run recorded in its output folder; `on_quit`: what the display window calls to end the run; `mqtt`: the
-        process's MQTT client, when outputs.mqtt is on. `fence(folder)`: asked before any output folder is opened
-        or rolled, raises `Fenced` when this process may no longer write the source (it moved to another
-        worker); `first_track`: the first track id (a camera continued elsewhere keeps its ids apart from those
-        already written)."""
+        the single `source:`; `resume`: continue the run recorded in its output folder; `on_quit`: what the
+        display window calls to end the run; `mqtt`: the process's MQTT client, when outputs.mqtt is on.
+        `fence(folder)`: asked before any output folder is opened or rolled, raises `Fenced` when this process may
+        no longer write the source (it moved to another worker); `first_track`: the first track id (a camera
+        continued elsewhere keeps its ids apart from those already written)."""
         live = source_kind(cfg.source) in LIVE_KINDS
         self.resumed = prepare_resume(cfg, live) if resume else None
         if self.resumed is not None:
@@ -74,7 +73,7 @@ class Stream:
         self.source.listeners.append(self._connection)
         self.feed = VideoFeed()  # the annotated video, for live views that subscribe from outside
         self.sinks = make_sinks(cfg, self.source, SinkSetup(self.feed, on_quit, self.resumed, mqtt, fence))
-        self.stages = stages
+        self.stages: list = []  # the result stages its writer runs (stages.STAGES), given when the run starts it
         self.waiting: deque[Frame] = deque()
         self.room = asyncio.Event()  # the reader may add a frame (block policy)
         self.room.set()
