@@ -230,15 +230,15 @@ class Source:
         if conversion not in self.stats.conversions:
             self.stats.conversions.append(conversion)
 
-    def _picture(self, vf: av.VideoFrame, sar: Fraction) -> np.ndarray:
-        """A decoded frame as players show it: square pixels, then upright; each conversion noted once."""
+    def _picture(self, vf: av.VideoFrame, sar: Fraction, turn: Orientation) -> np.ndarray:
+        """A decoded frame as players show it: square pixels, then upright (`turn`: `display_orientation` of the
+        connection's first frame); each conversion noted once."""
         rgb = rgb_of(vf)
         if sar != 1:
             h, w = rgb.shape[:2]
             rgb = square_pixels(rgb, sar)
             self._note(f"resampled to square pixels (sample aspect ratio {sar.numerator}:{sar.denominator}, "
                        f"{w}x{h} stored, {rgb.shape[1]}x{h} shown)")  # fmt: skip
-        turn = display_orientation(vf)
         if turn != UPRIGHT:
             self._note(f"{turn} to show them upright, as the video's display matrix says")
         return turn.apply(rgb)
@@ -273,14 +273,15 @@ class Source:
             stream = container.streams.video[0]
             sar = pixel_aspect(stream.codec_context.sample_aspect_ratio)
             fps = self.fps or DEFAULT_FPS
-            index = 0
+            index, turn = 0, None
             try:
                 for vf in self._decode(container):
                     if stop.is_set() or self._limit_reached(index):
                         return
+                    turn = turn or display_orientation(vf)
                     if index >= self.cfg.start_frame:
                         pts = vf.time if vf.time is not None else index / fps
-                        yield self._emit(index, float(pts), self._picture(vf, sar))
+                        yield self._emit(index, float(pts), self._picture(vf, sar, turn))
                     index += 1
             except av.FFmpegError as e:
                 self.stats.events.append(f"decoding stopped at frame {index}: {_reason(e)}")
@@ -308,6 +309,7 @@ class Source:
             else:
                 with container:
                     sar = pixel_aspect(container.streams.video[0].codec_context.sample_aspect_ratio)
+                    turn = None
                     try:
                         for vf in self._decode(container):
                             if stop.is_set() or self._limit_reached(index):
@@ -326,7 +328,8 @@ class Source:
                                 pts = stream_t + offset
                             last_frame_wall, last_pts = now, pts
                             wait = rc.initial_s
-                            yield self._emit(index, pts, self._picture(vf, sar))
+                            turn = turn or display_orientation(vf)
+                            yield self._emit(index, pts, self._picture(vf, sar, turn))
                             index += 1
                     except av.FFmpegError as e:
                         self.stats.events.append(f"stream error: {_reason(e)}")

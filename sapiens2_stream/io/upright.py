@@ -62,7 +62,11 @@ EXIF = {
 
 def display_orientation(frame) -> Orientation:
     """The transform a player applies to a decoded PyAV frame: from its display matrix (FFmpeg's side data),
-    whose first column says where the stored x axis points on screen and second where the y axis points."""
+    whose first column says where the stored x axis points on screen and second where the y axis points.
+
+    Read it once per stream, not per frame: PyAV's side-data container and its frame refer to each other, so each
+    frame read this way (with its picture buffers, natively allocated) lives until Python's cyclic collector runs,
+    which on a large heap can be minutes (a live run's memory grew by hundreds of MB an hour)."""
     for data in frame.side_data:
         if data.type.name == "DISPLAYMATRIX":
             m = np.frombuffer(bytes(data)[:36], np.int32)
