@@ -1,0 +1,250 @@
+"""Synthetic 3-D scenes with known truth for the lifter's tests: people made of capsules around a known skeleton,
+seen by a pinhole camera, the pointmap ray-cast from the capsules' surfaces, the floor and a far wall.
+
+World frame: Z up, the floor at Z = 0, metres. Each body is a chain of tapered limbs (short capsules whose radii
+step from one joint's half-thickness to the next, so the skin in front of each joint is that joint's own radius),
+a torso capsule and a head sphere; face keypoints lie on the head's surface, feet keypoints on the feet's soles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sapiens2_stream.threed.body import JOINT_DEPTH_M, index
+
+WIDTH, HEIGHT, FOCAL = 640, 480, 550.0
+FOOT_R = 0.025  # the foot capsule's radius; its axis (where the heel and toe keypoints are) that high above the floor
+WALL_Y = 9.0  # a wall behind everyone, facing the camera
+
+
+@dataclass
+class Camera:
+    rotation: np.ndarray  # world -> camera
+    centre: np.ndarray  # in the world
+    intrinsics: np.ndarray
+
+    def to_camera(self, points: np.ndarray) -> np.ndarray:
+        return (points - self.centre) @ self.rotation.T
+
+    def project(self, points: np.ndarray) -> np.ndarray:
+        c = self.to_camera(points)
+        return c[..., :2] / c[..., 2:3] * np.diag(self.intrinsics)[:2] + self.intrinsics[:2, 2]
+
+
+def camera(
+    distance: float = 4.0,
+    height: float = 1.4,
+    look_at_z: float = 1.0,
+    focal: float = FOCAL,
+    cx: float = 331.0,
+    cy: float = 236.0,
+) -> Camera:
+    """A camera `distance` m in front of the origin (at -Y), looking at the origin `look_at_z` m up."""
+    centre = np.array([0.0, -distance, height])
+    forward = np.array([0.0, 0.0, look_at_z]) - centre
+    forward /= np.linalg.norm(forward)
+    right = np.cross(forward, [0.0, 0.0, 1.0])
+    right /= np.linalg.norm(right)
+    down = np.cross(forward, right)
+    intrinsics = np.array([[focal, 0, cx], [0, focal, cy], [0, 0, 1.0]])
+    return Camera(np.stack([right, down, forward]), centre, intrinsics)
+
+
+@dataclass
+class Pose:
+    """A body's pose: where it stands, where it faces, and its limbs' angles (radians)."""
+
+    x: float = 0.0
+    y: float = 0.0
+    yaw: float = 0.0  # 0: facing -Y, towards the camera
+    crouch: float = 0.0  # 0 standing .. 1 deep crouch
+    thigh: tuple[float, float] = (0.0, 0.0)  # forward swing, left and right
+    knee: tuple[float, float] = (0.0, 0.0)  # flexion
+    arm: tuple[float, float] = (0.0, 0.0)  # forward swing
+    elbow: tuple[float, float] = (0.2, 0.2)  # flexion
+    cross: float = 0.0  # 0 .. 1: forearms crossing in front of the belly
+
+
+LIMBS = (
+    ("left_shoulder", "left_elbow"), ("left_elbow", "left_wrist"), ("right_shoulder", "right_elbow"),
+    ("right_elbow", "right_wrist"), ("left_hip", "left_knee"), ("left_knee", "left_ankle"),
+    ("right_hip", "right_knee"), ("right_knee", "right_ankle"),
+)  # fmt: skip
+
+
+def skeleton(pose: Pose) -> dict[str, np.ndarray]:
+    """World positions of the body joints, the face's and feet's keypoints, and the torso and head centres."""
+    f = np.array([-np.sin(pose.yaw), -np.cos(pose.yaw), 0.0])  # forward
+    left = np.array([-f[1], f[0], 0.0])  # the body's own left
+    up = np.array([0.0, 0.0, 1.0])
+    j: dict[str, np.ndarray] = {}
+    thigh_len, shin_len = 0.45, 0.43
+    reach = []
+    for s, sign in (("left", 1), ("right", -1)):
+        k = 0 if s == "left" else 1
+        t = pose.thigh[k] + 1.3 * pose.crouch
+        bend = pose.knee[k] + 2.2 * pose.crouch
+        thigh = np.sin(t) * f - np.cos(t) * up
+        shin = np.sin(t - bend) * f - np.cos(t - bend) * up
+        reach.append((thigh, shin, sign, s))
+    extent = max(-(thigh_len * th[2] + shin_len * sh[2]) for th, sh, _, _ in reach)
+    pelvis = np.array([pose.x, pose.y, 0.0]) + up * (FOOT_R + 0.055 + extent + 0.03)  # the lower sole on the floor
+    for thigh, shin, sign, s in reach:
+        j[f"{s}_hip"] = pelvis + sign * 0.09 * left - 0.03 * up
+        j[f"{s}_knee"] = j[f"{s}_hip"] + thigh_len * thigh
+        j[f"{s}_ankle"] = j[f"{s}_knee"] + shin_len * shin
+        sole = j[f"{s}_ankle"] - 0.055 * up
+        j[f"{s}_heel"] = sole - 0.05 * f
+        j[f"{s}_big_toe"] = sole + 0.16 * f - sign * 0.02 * left
+        j[f"{s}_small_toe"] = sole + 0.13 * f + sign * 0.04 * left
+    lean = 0.35 * pose.crouch
+    spine = np.cos(lean) * up + np.sin(lean) * f
+    neck = pelvis + 0.5 * spine
+    j["torso_low"], j["torso_high"] = pelvis + 0.05 * spine, neck - 0.02 * spine
+    for s, sign in (("left", 1), ("right", -1)):
+        k = 0 if s == "left" else 1
+        j[f"{s}_shoulder"] = neck + sign * 0.18 * left
+        a = pose.arm[k] + 1.1 * pose.cross
+        upper = np.sin(a) * f - np.cos(a) * up
+        j[f"{s}_elbow"] = j[f"{s}_shoulder"] + 0.29 * upper
+        e = pose.elbow[k] + 1.0 * pose.cross
+        fore = np.sin(a + e) * f - np.cos(a + e) * up
+        fore = (1 - pose.cross) * fore - pose.cross * sign * left  # towards the body's other side
+        j[f"{s}_wrist"] = j[f"{s}_elbow"] + 0.26 * fore / np.linalg.norm(fore)
+    head = neck + 0.22 * spine
+    j["head"] = head
+    j["nose"] = head + 0.1 * f
+    for s, sign in (("left", 1), ("right", -1)):
+        j[f"{s}_eye"] = head + 0.1 * (0.92 * f + 0.35 * sign * left + 0.17 * up) / np.linalg.norm([0.92, 0.35, 0.17])
+        j[f"{s}_ear"] = head + 0.1 * sign * left
+    return j
+
+
+def capsules(j: dict[str, np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """(start, end, radius) of each capsule of one body."""
+    side = (j["left_shoulder"] - j["right_shoulder"]) / np.linalg.norm(j["left_shoulder"] - j["right_shoulder"])
+    out = [(j["torso_low"] + s * 0.07 * side, j["torso_high"] + s * 0.07 * side, 0.11) for s in (1, -1)]
+    out.append((j["head"], j["head"], 0.1))  # the torso: 36 cm wide, 22 cm deep
+    for a, b in LIMBS:
+        ra, rb = JOINT_DEPTH_M[a], JOINT_DEPTH_M[b]
+        steps = np.linspace(0, 1, 6)
+        for t0, t1 in zip(steps[:-1], steps[1:], strict=True):  # tapered: radius stepping from one joint's to the next
+            r = ra + (rb - ra) * (t0 if t0 == 0 else t1 if t1 == 1 else (t0 + t1) / 2)
+            out.append((j[a] + t0 * (j[b] - j[a]), j[a] + t1 * (j[b] - j[a]), r))
+    for s in ("left", "right"):
+        out.append((j[f"{s}_heel"], (j[f"{s}_big_toe"] + j[f"{s}_small_toe"]) / 2, FOOT_R))
+    return out
+
+
+def hit_capsule(origin, dirs, a, b, r) -> np.ndarray:
+    """Distances along unit rays [N, 3] from `origin` to a capsule's surface (inf where missed)."""
+    ba, oa = b - a, origin - a
+    baba, baoa = ba @ ba, ba @ oa
+    bard, rdoa = dirs @ ba, dirs @ oa
+    oaoa = oa @ oa
+    out = np.full(len(dirs), np.inf)
+    if baba > 1e-12:
+        qa = baba - bard * bard
+        qb = baba * rdoa - baoa * bard
+        qc = baba * oaoa - baoa * baoa - r * r * baba
+        h = qb * qb - qa * qc
+        with np.errstate(invalid="ignore", divide="ignore"):
+            t = (-qb - np.sqrt(h)) / qa
+        y = baoa + t * bard
+        body = (h >= 0) & (qa > 1e-12) & (y > 0) & (y < baba) & (t > 0)
+        out[body] = t[body]
+    for c in (a, b):
+        oc = origin - c
+        qb = dirs @ oc
+        h = qb * qb - (oc @ oc - r * r)
+        with np.errstate(invalid="ignore"):
+            t = -qb - np.sqrt(h)
+        hit = (h >= 0) & (t > 0)
+        out[hit] = np.minimum(out[hit], t[hit])
+    return out
+
+
+@dataclass
+class View:
+    pointmap: np.ndarray  # [H, W, 3] camera frame
+    owner: np.ndarray  # [H, W] which person each pixel shows (-1: floor or wall)
+    truth: list[dict[str, np.ndarray]]  # per person, keypoint name -> camera-frame position
+    keypoints: np.ndarray  # [P, 308, 2] projected truth (no noise)
+    scores: np.ndarray  # [P, 308]
+
+
+def render(cam: Camera, poses: list[Pose]) -> View:
+    """The pointmap, per-pixel owner and keypoints of `poses` seen by `cam`."""
+    v, u = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float64)
+    k = cam.intrinsics
+    dirs_cam = np.stack([(u - k[0, 2]) / k[0, 0], (v - k[1, 2]) / k[1, 1], np.ones_like(u)], -1).reshape(-1, 3)
+    unit = dirs_cam / np.linalg.norm(dirs_cam, axis=1, keepdims=True)
+    dirs = unit @ cam.rotation  # camera -> world directions
+    depth = np.full(len(dirs), np.inf)
+    owner = np.full(len(dirs), -1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        floor = np.where(dirs[:, 2] < 0, -cam.centre[2] / dirs[:, 2], np.inf)
+        wall = np.where(dirs[:, 1] > 0, (WALL_Y - cam.centre[1]) / dirs[:, 1], np.inf)
+    depth = np.minimum(floor, wall)
+    truth, keypoints, scores = [], [], []
+    ids = index()
+    for p, pose in enumerate(poses):
+        j = skeleton(pose)
+        for a, b, r in capsules(j):
+            box = pixel_box(cam, a, b, r)
+            if box is None:
+                continue
+            x0, y0, x1, y1 = box
+            rows = (np.arange(y0, y1)[:, None] * WIDTH + np.arange(x0, x1)[None]).ravel()
+            t = hit_capsule(cam.centre, dirs[rows], a, b, r)
+            nearer = t < depth[rows]
+            depth[rows[nearer]] = t[nearer]
+            owner[rows[nearer]] = p
+        names = [n for n in j if n in ids]
+        truth.append({n: cam.to_camera(j[n]) for n in names})
+        kp = np.zeros((len(ids), 2))
+        sc = np.zeros(len(ids))
+        for n in names:
+            kp[ids[n]] = cam.project(j[n])
+            sc[ids[n]] = 0.9
+        keypoints.append(kp)
+        scores.append(sc)
+    pointmap = (unit * depth[:, None]).reshape(HEIGHT, WIDTH, 3)
+    return View(pointmap.astype(np.float32), owner.reshape(HEIGHT, WIDTH), truth, np.array(keypoints),
+                np.array(scores))  # fmt: skip
+
+
+def pixel_box(cam: Camera, a, b, r) -> tuple[int, int, int, int] | None:
+    ends = cam.to_camera(np.stack([a, b]))
+    if (ends[:, 2] <= r).any():
+        return None
+    focal = cam.intrinsics[0, 0]
+    pix = ends[:, :2] / ends[:, 2:3] * focal + cam.intrinsics[:2, 2]
+    pad = r * focal / ends[:, 2].min() + 2
+    x0, y0 = np.floor(pix.min(0) - pad).astype(int)
+    x1, y1 = np.ceil(pix.max(0) + pad).astype(int)
+    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, WIDTH), min(y1, HEIGHT)
+    return None if x0 >= x1 or y0 >= y1 else (x0, y0, x1, y1)
+
+
+def walking(t: float, speed: float = 0.6, y: float = 0.0, start_x: float = -1.4, yaw: float | None = None) -> Pose:
+    """Walking across the view (along +X) at `speed` m/s, legs and arms swinging at 0.9 strides a second."""
+    phase = 2 * np.pi * 0.9 * t
+    swing = 0.4 * np.sin(phase)
+    return Pose(x=start_x + speed * t, y=y, yaw=-np.pi / 2 if yaw is None else yaw,
+                thigh=(swing, -swing), knee=(0.5 * max(0.0, np.sin(phase + 1.2)), 0.5 * max(0.0, -np.sin(phase + 1.2))),
+                arm=(-0.6 * swing, 0.6 * swing))  # fmt: skip
+
+
+def turning(t: float) -> Pose:
+    return Pose(yaw=0.9 * t, arm=(0.3, -0.2), elbow=(0.6, 0.4))
+
+
+def crouching(t: float) -> Pose:
+    return Pose(crouch=0.5 - 0.5 * np.cos(2 * np.pi * t / 4), arm=(0.6, 0.6), elbow=(0.5, 0.5))
+
+
+def crossing(t: float) -> Pose:
+    return Pose(cross=min(1.0, t / 2), yaw=0.3)
