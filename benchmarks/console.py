@@ -39,8 +39,10 @@ from sapiens2_stream.models import make_tiny_checkpoints
 
 FRAMES = 150
 CATCH_UP_S = 1.5  # a viewer starts with the fragments since the latest keyframe: not counted in its lag
-CAMERA = ("lavfi:color=c=gray:s=320x240:r=10,geq=lum='if(gt(Y\\,205)\\,if(bitand(N\\,pow(2\\,floor(X/20)))\\,235"
-          "\\,16)\\,128)':cb=128:cr=128,realtime")
+CAMERA = (
+    "lavfi:color=c=gray:s=320x240:r=10,geq=lum='if(gt(Y\\,205)\\,if(bitand(N\\,pow(2\\,floor(X/20)))\\,235"
+    "\\,16)\\,128)':cb=128:cr=128,realtime"
+)
 
 
 def recorder_seconds(folder: Path, viewers: int | None) -> float:

@@ -93,9 +93,14 @@ def run_rows(rng, size=(720, 1280), count=12) -> list[dict]:
 
     def result(i: int) -> FrameResult:
         alpha, depth = value("alpha", size, rng), value("depth", size, rng)
-        dense = dict(seg=rng.integers(0, CLASSES, size, dtype=np.uint8), seg_probabilities=person_parts(small, rng),
-                     alpha=alpha, foreground=alpha[..., None] * np.float32([0.5, 0.4, 0.3]),
-                     normals=value("normal", size, rng), pointmap=np.stack([depth * 0.1, depth * 0.2, depth], -1))
+        dense = dict(
+            seg=rng.integers(0, CLASSES, size, dtype=np.uint8),
+            seg_probabilities=person_parts(small, rng),
+            alpha=alpha,
+            foreground=alpha[..., None] * np.float32([0.5, 0.4, 0.3]),
+            normals=value("normal", size, rng),
+            pointmap=np.stack([depth * 0.1, depth * 0.2, depth], -1),
+        )
         person = [Person(1, np.array([w / 4, 0, w / 2, h], np.float32), 1.0)]
         return FrameResult(Frame(i, i / 30, 0.0, frames[i]), person, **dense)
 

@@ -155,7 +155,14 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """`export pose2sim RUN_DIR... --output PROJECT`: the runs of one take's cameras as a Pose2Sim project."""
+    """`export pose2sim RUN_DIR... --output PROJECT`: the runs of one take's cameras as a Pose2Sim project.
+    `export mocap RUN_DIR [--output DIR]`: a run's people in metres as TRC, C3D and BVH per track."""
+    if args.format == "mocap":
+        from .export.motion3d import mocap_from_run
+
+        written = mocap_from_run(Path(args.run), Path(args.output) if args.output else None, args.formats)
+        print(f"wrote {len(written)} files to {Path(args.output or args.run) / 'tracks_3d'} (and world.json)")
+        return EXIT_OK
     export_project(args.runs, args.output, args.skeleton, args.calibration, args.sync, args.fps)
     return EXIT_OK
 
@@ -270,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "camera has a clear one, otherwise the people's motion; none: the recordings start "
                           "together)")  # fmt: skip
     p2s.add_argument("--fps", type=float, help="the project's frame rate (default: the first camera's)")
+    mocap = formats.add_parser("mocap", help="a run's people in metres (pose + pointmap) as TRC, C3D and BVH")
+    mocap.add_argument("run", metavar="RUN_DIR", help="the output folder of a run with pose and pointmap models")
+    mocap.add_argument("--output", metavar="DIR", help="where world.json and tracks_3d/ go (default: RUN_DIR)")
+    mocap.add_argument("--formats", nargs="+", choices=("trc", "c3d", "bvh"), default=["trc", "c3d", "bvh"],
+                       help="the files per track (default: all three)")  # fmt: skip
     export.set_defaults(func=cmd_export)
 
     validate = sub.add_parser("validate", help="check a pipeline YAML without running it")

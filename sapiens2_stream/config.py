@@ -270,6 +270,18 @@ class OutputsConfig:
 
 
 @dataclass
+class ThreeDConfig:
+    """People in metres from one camera, when pose and pointmap both run: `keypoints_3d` in the JSONL records, the
+    floor and world frame in world.json, and per-track motion-capture files in tracks_3d/."""
+
+    enabled: bool | Literal["auto"] = "auto"  # auto: whenever models.pose and models.pointmap both run
+    calibration: str | None = None  # a Pose2Sim Calib.toml with a camera named like the source: its intrinsics
+    # (keypoints undistorted) and its world frame; without one, the intrinsics come from the pointmap and the
+    # world frame from the floor under people's feet
+    formats: list[Literal["trc", "c3d", "bvh"]] = field(default_factory=lambda: ["trc", "c3d", "bvh"])  # per track
+
+
+@dataclass
 class FleetConfig:
     """`run --ray`: the cameras of `sources:` spread over Ray workers (see the README's fleet section)."""
 
@@ -293,11 +305,17 @@ class PipelineConfig:
     temporal: TemporalConfig = field(default_factory=TemporalConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
+    threed: ThreeDConfig = field(default_factory=ThreeDConfig)
     fleet: FleetConfig = field(default_factory=FleetConfig)
     name: str = "pipeline"  # names a single source in the summary, Prometheus and MQTT
 
     def enabled_models(self) -> dict[str, ModelConfig]:
         return {k: v for k, v in vars(self.models).items() if v is not None}
+
+    def lifts_3d(self) -> bool:
+        """Whether the threed stage runs: on request, or by default when pose and pointmap both run."""
+        both = self.models.pose is not None and self.models.pointmap is not None
+        return both if self.threed.enabled == "auto" else bool(self.threed.enabled) and both
 
     def per_source(self) -> list[PipelineConfig]:
         """One single-source configuration per input. Named sources (`sources:`) write to OUTPUT/<name>/; the

@@ -114,10 +114,12 @@ def skeleton(pose: Pose) -> dict[str, np.ndarray]:
         fore = (1 - pose.cross) * fore - pose.cross * sign * left  # towards the body's other side
         j[f"{s}_wrist"] = j[f"{s}_elbow"] + 0.26 * fore / np.linalg.norm(fore)
     head = neck + 0.22 * spine
+    face = np.cos(lean) * f - np.sin(lean) * up  # the head bows with the trunk
     j["head"] = head
-    j["nose"] = head + 0.1 * f
+    j["nose"] = head + 0.1 * face
     for s, sign in (("left", 1), ("right", -1)):
-        j[f"{s}_eye"] = head + 0.1 * (0.92 * f + 0.35 * sign * left + 0.17 * up) / np.linalg.norm([0.92, 0.35, 0.17])
+        eye = 0.92 * face + 0.35 * sign * left + 0.17 * spine
+        j[f"{s}_eye"] = head + 0.1 * eye / np.linalg.norm(eye)
         j[f"{s}_ear"] = head + 0.1 * sign * left
     return j
 

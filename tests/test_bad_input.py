@@ -75,6 +75,7 @@ def test_missing_webcam_names_the_cameras_there_are(tmp_path, tiny_dir, capsys):
     assert error_line(err) == (f"sapiens2-stream: error: webcam:{absent}: no camera at /dev/video{absent} "
                                f"(cameras here: {cameras}); set source.uri to webcam:N")  # fmt: skip
 
+
 def test_truncated_file(tmp_path, tiny_dir, capsys):
     clip = tmp_path / "whole.mp4"
     make_clip(clip, frames=20)

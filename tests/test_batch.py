@@ -107,8 +107,13 @@ def test_killed_batch_resumes_without_redoing_finished_videos(tmp_path, clips, s
 
 def test_ray_batch_on_a_local_instance(tmp_path, clips, spec):
     ray = pytest.importorskip("ray")  # part of the dev extra; skipped only where a user installed without it
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,  # not a cluster running here
-             _system_config={"worker_niceness": 0})  # as --ray local: workers at normal priority
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,  # not a cluster running here
+        _system_config={"worker_niceness": 0},
+    )  # as --ray local: workers at normal priority
     try:
         config = load_config(spec)
         summary = run_batch(config, [str(c) for c in clips], str(tmp_path / "ray"), ray_address="auto", workers=2)
@@ -126,8 +131,13 @@ def test_ray_batch_survives_a_worker_killed_mid_video(tmp_path, clips, spec):
     ray = pytest.importorskip("ray")
     long = tmp_path / "long.mp4"
     make_clip(long, frames=120, size=(240, 320), people=2)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,  # not a cluster running here
-             _system_config={"worker_niceness": 0})  # as --ray local: workers at normal priority
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,  # not a cluster running here
+        _system_config={"worker_niceness": 0},
+    )  # as --ray local: workers at normal priority
     box, killed = {}, []
 
     def kill_one_mid_video():

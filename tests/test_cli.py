@@ -49,7 +49,9 @@ def test_export_pose2sim_choices_and_default_agree():
 def test_reading_a_pipeline_file_loads_no_torch():
     """`validate`, `--help` and a configuration error answer without loading torch: the task table, the YAML schema
     and the command line read no model code."""
-    code = ("import sys; from sapiens2_stream.config import load_config; from sapiens2_stream.cli import build_parser; "
-            "build_parser(); print(sorted(m for m in ('torch', 'av', 'ultralytics') if m in sys.modules))")
+    code = (
+        "import sys; from sapiens2_stream.config import load_config; from sapiens2_stream.cli import build_parser; "
+        "build_parser(); print(sorted(m for m in ('torch', 'av', 'ultralytics') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr

@@ -24,8 +24,10 @@ from tests.test_integrations import wait_until
 from tests.test_pipeline import free_port
 
 # a camera-paced source that draws its frame index as 16 bars along the bottom (white: bit set), below the box
-CAMERA = ("lavfi:color=c=gray:s=320x240:r=10,geq=lum='if(gt(Y\\,205)\\,if(bitand(N\\,pow(2\\,floor(X/20)))\\,235"
-          "\\,16)\\,128)':cb=128:cr=128,realtime")
+CAMERA = (
+    "lavfi:color=c=gray:s=320x240:r=10,geq=lum='if(gt(Y\\,205)\\,if(bitand(N\\,pow(2\\,floor(X/20)))\\,235"
+    "\\,16)\\,128)':cb=128:cr=128,realtime"
+)
 OTHER = "lavfi:testsrc2=size=320x240:rate=5,realtime"
 
 

@@ -89,8 +89,10 @@ def test_graph_outputs_survive_the_next_replay_in_split_and_chunked_batches(tiny
     expected = InferenceEngine(cfg, torch.device("cpu"), torch.float32).run(frames, people())
     engine = InferenceEngine(cfg, torch.device("cpu"), torch.float32)
     engine.compiled, engine.fused_flip = True, set()  # the compiled path, with stand-ins for the graphs
-    engine.runners = {"pose": ReplayingModel(engine.models["pose"], fits=2),  # 4 crops: split in two
-                      "matting": ReplayingModel(engine.models["matting"])}  # 5 frames: chunks of 2, 2, 1
+    engine.runners = {
+        "pose": ReplayingModel(engine.models["pose"], fits=2),  # 4 crops: split in two
+        "matting": ReplayingModel(engine.models["matting"]),
+    }  # 5 frames: chunks of 2, 2, 1
     got = engine.run(frames, people())
     assert any("pose: out of memory on a batch of 4" in e for e in engine.events)
     for a, b in zip(expected, got, strict=True):

@@ -120,8 +120,13 @@ def test_restream_to_an_rtsp_server_with_record(tmp_path, tiny_dir):
                                "--client_listen_address", "127.0.0.1", "--source_listen_address", "127.0.0.1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     wait_for_port(source_port, server, "rtsp-server-perl")
-    cfg = config(tmp_path, tiny_dir, CAMERA, source={"max_frames": 15 * 8, "name": "door"},
-                 outputs={"stream": {"url": f"rtsp://127.0.0.1:{source_port}/{{source}}", "transport": "udp"}})
+    cfg = config(
+        tmp_path,
+        tiny_dir,
+        CAMERA,
+        source={"max_frames": 15 * 8, "name": "door"},
+        outputs={"stream": {"url": f"rtsp://127.0.0.1:{source_port}/{{source}}", "transport": "udp"}},
+    )
     seen = []
 
     def watch():
@@ -261,8 +266,13 @@ def test_mqtt_broker_killed_and_restarted_mid_run(tmp_path, tiny_dir):
     port = free_port()
     broker = start_broker(tmp_path / "broker", port)
     sub = Subscriber(port)
-    cfg = config(tmp_path, tiny_dir, CAMERA, source={"max_frames": 15 * 14},
-                 outputs={"mqtt": {"host": "127.0.0.1", "port": port, "queue": 10}, "video": {"enabled": False}})
+    cfg = config(
+        tmp_path,
+        tiny_dir,
+        CAMERA,
+        source={"max_frames": 15 * 14},
+        outputs={"mqtt": {"host": "127.0.0.1", "port": port, "queue": 10}, "video": {"enabled": False}},
+    )
     written = []
     pipeline = Pipeline(cfg, on_result=lambda r, p: written.append(time.time()))
     thread, box = run_in_thread(pipeline)

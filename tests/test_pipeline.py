@@ -149,7 +149,6 @@ def test_live_source_bounded_age_and_counted_drops(tmp_path, tiny_dir):
     assert frames == sorted(frames) and len(set(frames)) == len(frames)
 
 
-
 def test_slow_output_cannot_pile_up_latency(tmp_path, tiny_dir):
     """A live source whose outputs are slow (200 ms a frame, e.g. a slow screen): while the output is still busy
     with a batch of earlier results, the oldest waiting result is dropped (counted as output too slow), so what is
@@ -308,8 +307,10 @@ while True:
 """
 
 
-needs_nginx_rtmp = pytest.mark.skipif(not (NGINX and NGINX_RTMP.exists()),
-                                      reason="needs Debian's nginx-core and libnginx-mod-rtmp (.ci/run installs them)")
+needs_nginx_rtmp = pytest.mark.skipif(
+    not (NGINX and NGINX_RTMP.exists()),
+    reason="needs Debian's nginx-core and libnginx-mod-rtmp (.ci/run installs them)",
+)
 
 
 def start_nginx_rtmp(folder, port):

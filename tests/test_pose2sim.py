@@ -25,8 +25,9 @@ try:
     HAVE_POSE2SIM = True
 except ImportError:
     HAVE_POSE2SIM = False
-needs_pose2sim = pytest.mark.skipif(not HAVE_POSE2SIM,
-                                    reason="needs pose2sim==0.10.49 (installed --no-deps: see README)")
+needs_pose2sim = pytest.mark.skipif(
+    not HAVE_POSE2SIM, reason="needs pose2sim==0.10.49 (installed --no-deps: see README)"
+)
 
 FPS, W, H = 30, 1920, 1080
 NAMES = pose_metadata().names
@@ -53,7 +54,7 @@ def body(t, walking):
         def leg(d, bend=0.0, hip=hip, swing=swing):
             return hip + np.array([np.sin(swing) * d + bend, 0, -np.cos(swing) * d])
 
-        raise_arm = 0 if walking else 2.0 * np.exp(-((t - 1.2) / 0.25) ** 2)
+        raise_arm = 0 if walking else 2.0 * np.exp(-(((t - 1.2) / 0.25) ** 2))
         arm = -0.6 * swing - raise_arm * (sg > 0)
         shoulder = np.array([0, sg * 0.18, 1.42])
         p.update({
@@ -66,7 +67,7 @@ def body(t, walking):
         })  # fmt: skip
     names = list(p)
     pts = np.array([p[n] for n in names], np.float64)
-    jump = 0 if walking else 0.25 * np.exp(-((t - 2.6) / 0.15) ** 2)
+    jump = 0 if walking else 0.25 * np.exp(-(((t - 2.6) / 0.15) ** 2))
     pts = rot_z(pts, 0.3 * np.sin(0.5 * t))
     pts += [-0.8 + 0.8 * t, 0.2 * np.sin(0.7 * t), 0.03 * np.sin(2 * phase) + jump]
     return dict(zip(names, pts, strict=True))
@@ -109,8 +110,14 @@ def write_runs(tmp_path, cams, frames, late, walking, noise=0.5, dropout=0.03, s
                 keypoints[INDEX[name]] = p
                 scores[INDEX[name]] = 0 if rng.random() < dropout else rng.uniform(0.6, 1.0)
             lo, hi = uv.min(0), uv.max(0)
-            person = {"track_id": 1, "box": [*lo, *(hi - lo)], "score": 0.9, "keypoints": keypoints.round(3).tolist(),
-                      "keypoint_scores": scores.round(4).tolist(), "keypoints_smoothed": keypoints.tolist()}
+            person = {
+                "track_id": 1,
+                "box": [*lo, *(hi - lo)],
+                "score": 0.9,
+                "keypoints": keypoints.round(3).tolist(),
+                "keypoint_scores": scores.round(4).tolist(),
+                "keypoints_smoothed": keypoints.tolist(),
+            }
             lines.append(json.dumps({"source": f"{cam.name}.mp4", "frame": k, "pts": round(k / FPS, 6),
                                      "people": [person]}))  # fmt: skip
         (folder / "results.jsonl").write_text("\n".join(lines) + "\n")

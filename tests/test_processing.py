@@ -183,8 +183,10 @@ def test_decode_matches_reference_where_its_step_is_a_refinement_and_is_bounded_
     assert agree[refining].float().mean() > 0.98 and (agree | kept)[refining].float().mean() > 0.995
     wide = our_step > 1.0 + 1e-4  # more than a pixel: only inside the peak it belongs to
     found = heatmap_pixels(keypoints, flat(BOXES), shape)
-    assert wide.sum() < 0.05 * wide.numel() and inside_own_peak(heatmaps[wide.any(-1)], peaks[wide.any(-1)],
-                                                                 found[wide.any(-1)])[wide[wide.any(-1)]].all()
+    assert (
+        wide.sum() < 0.05 * wide.numel()
+        and inside_own_peak(heatmaps[wide.any(-1)], peaks[wide.any(-1)], found[wide.any(-1)])[wide[wide.any(-1)]].all()
+    )
     assert ref_step.max() > 100  # the reference's unbounded step: what this departure is for
 
 
@@ -353,7 +355,6 @@ def test_matting_composite_matches_reference_and_closed_form(processor, frames):
     assert composite(zeros, 0 * red, (0, 0, 255))[0, 0].tolist() == [0, 0, 255]
     blurred = composite(torch.zeros(1, 480, 640), torch.zeros(3, 480, 640), "blur", frame=frames[0])
     assert blurred.shape == (480, 640, 3) and blurred.float().std() < torch.from_numpy(frames[0]).float().std()
-
 
 
 @pytest.mark.parametrize("k", [3, 31])

@@ -48,7 +48,7 @@ def test_every_task_of_the_table_loads_runs_flips_and_post_processes(task, tiny_
     assert not np.array_equal(with_flip[first], without[first])  # the mirrored half was merged in
 
 
-NEW_TASK = '''
+NEW_TASK = """
 import json, sys
 from pathlib import Path
 
@@ -119,7 +119,7 @@ expected = (run(rgb, "off") + run(rgb[:, ::-1], "off")[:, ::-1]) / 2
 report["flip_error"] = float(np.abs(run(rgb, "on") - expected).max())
 print(json.dumps(report))
 main(["models"])
-'''
+"""
 
 
 def test_a_task_entry_in_a_tests_own_table_reaches_every_layer(tmp_path):

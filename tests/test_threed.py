@@ -106,7 +106,8 @@ def test_noisy_pointmap_after_the_filter(scene):
     """2 cm of noise per pixel and a per-frame scale error of up to 5%: visible body joints within 4 cm on average
     after the filter's first second, and each visible bone's length steady within 1.5 cm (standard deviation)."""
     found = run(scene, depth_sigma=0.02, scale=0.05, warm=WARM)
-    spread = np.nanstd(found["bones"], axis=0)
+    bones = found["bones"]
+    spread = np.nanstd(bones[:, np.isfinite(bones).sum(0) >= 10], axis=0)  # the bones seen in 10 frames or more
     print(scene, f"mean {found['visible'].mean() * 100:.2f} cm, bone sd max {np.nanmax(spread) * 100:.2f} cm")
     assert found["visible"].mean() <= 0.04
     assert np.nanmax(spread) <= 0.015

@@ -127,8 +127,9 @@ class Console:
         try:
             self.sock.bind((cfg.host, cfg.port))
         except OSError as e:
-            raise Sapiens2StreamError(f"runtime.console: cannot listen on {cfg.host}:{cfg.port} ({e.strerror})") \
-                from None
+            raise Sapiens2StreamError(
+                f"runtime.console: cannot listen on {cfg.host}:{cfg.port} ({e.strerror})"
+            ) from None
         self.port = self.sock.getsockname()[1]
         routes = [
             Route("/", self.page("index.html")),

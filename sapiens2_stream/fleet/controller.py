@@ -81,7 +81,7 @@ class Fleet:
     def start(self) -> None:
         ray, fleet = self.ray, self.cfg.fleet
         count, options = worker_plan(ray, fleet.workers, fleet.cpus_per_worker)
-        (option, amount), = options.items()
+        ((option, amount),) = options.items()
         self.unit = ({"num_gpus": "GPU", "num_cpus": "CPU"}[option], float(amount))
         worker_cfg = replace(
             self.cfg,

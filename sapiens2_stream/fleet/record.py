@@ -60,7 +60,6 @@ class FleetRecord:
                                        "reason": reason or "moved", "wall": round(time.time(), 3)})  # fmt: skip
         return epoch
 
-
     def release(self, camera: str) -> None:
         """The camera leaves the fleet (removed at the console): its owner.json names no worker, so whoever still
         holds it stops writing, and the record forgets it."""

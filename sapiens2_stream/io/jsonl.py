@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from .sink import PTS_DIGITS, SCORE_DIGITS, Sink, rounded, seg_counts
+from .sink import METRE_DIGITS, PTS_DIGITS, SCORE_DIGITS, Sink, rounded, rounded_points, seg_counts
 
 
 class JsonlSink(Sink):
@@ -30,6 +30,9 @@ class JsonlSink(Sink):
                     "track_id": p.track_id, "box": rounded(p.box), "score": round(float(p.score), 4),
                     "keypoints": rounded(p.keypoints), "keypoint_scores": rounded(p.keypoint_scores, SCORE_DIGITS),
                     "keypoints_smoothed": rounded(p.smoothed),
+                    **({} if getattr(p, "keypoints_3d", None) is None else {
+                        "keypoints_3d": rounded_points(p.keypoints_3d, METRE_DIGITS), "keypoints_3d_frame": "camera",
+                        "keypoints_3d_confidence": rounded(p.keypoints_3d_confidence, SCORE_DIGITS)}),
                 }
                 for p in result.people
             ],

@@ -131,6 +131,5 @@ class MqttSink(Sink):
         for track_id in list(self.tracks):
             self._end(track_id, "run ended")
 
-
     def stats(self) -> dict:
         return {"sent": self.sent, "dropped": self.dropped}

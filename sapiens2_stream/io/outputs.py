@@ -95,6 +95,7 @@ def make_sinks(cfg: PipelineConfig, source, setup: SinkSetup) -> list[Sink]:
     o = cfg.outputs
     background = matting_background(o.matting.background) if cfg.models.matting is not None else GREEN_SCREEN
     Path(o.dir).mkdir(parents=True, exist_ok=True)
+
     def files(folder: Path, resumed=None) -> list[Sink]:
         if fence is not None:
             fence(folder)

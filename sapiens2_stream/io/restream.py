@@ -27,8 +27,8 @@ RW_TIMEOUT_S = 5.0  # a server that stops reading for this long counts as gone
 
 
 class RestreamSink(Sink):
-
     kind = "stream"
+
     def __init__(self, url: str, fps: float | None, cfg: StreamOutput, render: Callable[[object], np.ndarray]) -> None:
         self.url, self.cfg, self.render = url, cfg, render
         self.fps = fps or DEFAULT_FPS

@@ -26,12 +26,18 @@ class Sink:
         return None
 
 
-PX_DIGITS, SCORE_DIGITS, PTS_DIGITS = 2, 4, 6  # what the JSONL keeps: 0.01 px, 1e-4 score, 1 us
+PX_DIGITS, SCORE_DIGITS, PTS_DIGITS, METRE_DIGITS = 2, 4, 6, 4  # what the JSONL keeps: 0.01 px, 1e-4 score, 1 us,
+# 0.1 mm
 
 
 def rounded(a: np.ndarray | None, digits: int = PX_DIGITS) -> list | None:
     """An array as a JSON list, rounded (0.01 px by default)."""
     return None if a is None else np.round(np.asarray(a, np.float64), digits).tolist()
+
+
+def rounded_points(a: np.ndarray, digits: int) -> list:
+    """[N, D] points as JSON lists, rounded, a point with no value (NaN) as null."""
+    return [None if not np.isfinite(p).all() else [round(float(v), digits) for v in p] for p in np.asarray(a)]
 
 
 def as_recorded(pts_s: float, keypoints: np.ndarray, scores: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:

@@ -144,8 +144,10 @@ class InferenceEngine:
         for part in chunks(len(images), cfg.max_batch):
             frames = prepare_frames(images[part], tuple(cfg.input_size), spec.keep_aspect, device=self.device,
                                     dtype=self.dtype)  # fmt: skip
-            outputs += [{name: as_host_type(value) for name, value in item.items()}
-                        for item in spec.frame_post(self._forward(task, frames.pixel_values, flip), frames, width)]
+            outputs += [
+                {name: as_host_type(value) for name, value in item.items()}
+                for item in spec.frame_post(self._forward(task, frames.pixel_values, flip), frames, width)
+            ]
         return outputs
 
     def _launch_crops(self, task: str, images: list[torch.Tensor], results: list[FrameResult], flip: bool) -> Outputs:

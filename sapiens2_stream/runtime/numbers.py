@@ -80,8 +80,11 @@ class StageTimes:
     def snapshot(self) -> dict:
         return {
             "stage_ms_per_frame": {k: p50_p95(v, 2) for k, v in self.stage_ms.items()},
-            "batch_size": {k: {"max": int(np.max(v)), "mean": round(float(np.mean(v)), 2)}
-                           for k, v in self.batch_sizes.items() if len(v)},  # fmt: skip
+            "batch_size": {
+                k: {"max": int(np.max(v)), "mean": round(float(np.mean(v)), 2)}
+                for k, v in self.batch_sizes.items()
+                if len(v)
+            },  # fmt: skip
         }
 
 

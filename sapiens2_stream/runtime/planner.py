@@ -54,7 +54,7 @@ class Planner:
         return frames_within(self.budget_s, self.cost_per_frame, self.max_frames)
 
     def ready(self) -> list:
-        order = self.streams[self.cursor:] + self.streams[: self.cursor]
+        order = self.streams[self.cursor :] + self.streams[: self.cursor]
         return [s for s in order if s.admission() > 0]
 
     def size(self) -> int:

@@ -18,6 +18,8 @@ class Person:
     keypoints: np.ndarray | None = None  # [K, 2] raw decoded
     keypoint_scores: np.ndarray | None = None  # [K]
     smoothed: np.ndarray | None = None  # [K, 2] after the online smoother
+    keypoints_3d: np.ndarray | None = None  # [K, 3] metres in the camera frame (x right, y down, z forward)
+    keypoints_3d_confidence: np.ndarray | None = None  # [K] in [0, 1]; halved where the joint was hidden
 
 
 @dataclass

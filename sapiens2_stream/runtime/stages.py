@@ -1,6 +1,6 @@
 """The pipeline's stages, in the order a frame meets them. `STAGES` is the one list; a new stage goes into it.
 
-    take -> detect -> track -> infer || temporal -> smooth -> write
+    take -> detect -> track -> infer || temporal -> smooth -> threed -> write
 
 Batch stages work on micro-batches of frames from every source (`Item`s); the pipeline runs them in lanes, each
 an asyncio task, a new lane starting at each stage marked `apart` (infer: detecting the next batch overlaps
@@ -238,6 +238,20 @@ class Smooth:
                                                                       p.keypoint_scores))  # fmt: skip
 
 
+class ThreeD:
+    """People in metres: the source's lifter on pose and pointmap (the `threed:` section), between the smoother
+    (it lifts the smoothed keypoints) and the sinks (they write `keypoints_3d`)."""
+
+    name, apart, per_source = "threed", False, True
+
+    def __init__(self, run) -> None:
+        pass
+
+    def __call__(self, stream, result: FrameResult) -> None:
+        if stream.threed is not None and not result.replayed:
+            stream.threed(result)
+
+
 class Write:
     """The source's sinks (files, window, re-stream, MQTT, ...), then whoever observes the run. A result redrawn
     by --resume goes only to the sinks that draw (its records were written by the interrupted run)."""
@@ -262,4 +276,4 @@ class Write:
             observer.result(result, stream)
 
 
-STAGES = (Take, Detect, Track, Infer, Temporal, Smooth, Write)
+STAGES = (Take, Detect, Track, Infer, Temporal, Smooth, ThreeD, Write)

@@ -33,6 +33,7 @@ from .results import FrameResult
 from .resume import prepare_resume
 from .stages import END, Handoff
 from .temporal_filter import TemporalFilter, filtered_outputs
+from .threed_run import ThreeDRun
 from .tracking import SourceTracking
 
 LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames were dropped for want of time
@@ -65,6 +66,7 @@ class Stream:
         self.smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
         filtered = filtered_outputs(cfg)
         self.temporal = TemporalFilter(cfg.temporal, filtered) if filtered else None  # the dense outputs' filter
+        self.threed = ThreeDRun(cfg, name or cfg.name) if cfg.lifts_3d() else None  # people in metres
         if self.resumed is not None:
             self.tracking.resume(self.resumed, self.smoother)
         self.halt = threading.Event()  # stops this stream's reader (the run's stop, or the source removed)
@@ -268,6 +270,8 @@ class Stream:
         self.numbers.ended = time.time()
         for sink in self.sinks:
             sink.close()
+        if self.threed is not None:
+            self.threed.close()
 
     # ------------------------------------------------------------------------------------------- numbers
 
@@ -296,6 +300,7 @@ class Stream:
             "detector": detector,
             **({"outputs": outputs} if (outputs := self.output_stats()) else {}),
             **({"temporal": self.temporal.summary()} if self.temporal is not None else {}),
+            **({"threed": self.threed.summary()} if self.threed is not None else {}),
             "events": self.source.stats.events[-10:],
         }
         if self.error is not None:

@@ -90,6 +90,8 @@ class FloorFinder:
             return None
         normal, height = best
         inliers = points[np.abs(height) <= INLIER_M]
+        if len(inliers) < 3:
+            return None
         centre = inliers.mean(0)
         spread = np.linalg.svd(inliers - centre, full_matrices=False)
         if spread[1][1] / np.sqrt(len(inliers)) >= MIN_SPREAD_M:  # feet all over the floor: its own normal
@@ -101,7 +103,10 @@ class FloorFinder:
         level = normal @ centre
         for _ in range(5):  # the band around the floor's points, centred on them (the search above favours low)
             heights = points @ normal
-            level = float(np.median(heights[np.abs(heights - level) <= INLIER_M]))
+            band = heights[np.abs(heights - level) <= INLIER_M]
+            if not len(band):
+                break
+            level = float(np.median(band))
         offset = -level + FOOT_KEYPOINT_HEIGHT_M  # the sole is below the keypoints
         self.plane = (normal, float(offset))
         return self.plane

@@ -157,7 +157,8 @@ class Lifter:
         joints = body.joint_ids()
         pred = None if predicted is None else predicted[joints]
         hidden = ~measured
-        far = far_side(keypoints, scores, expected, np.nanmedian(raw[joints]), intrinsics)
+        seen = raw[joints][np.isfinite(raw[joints])]
+        far = far_side(keypoints, scores, expected, float(np.median(seen)) if len(seen) else np.nan, intrinsics)
         hidden[body.side_torso(far)] = True  # seen side-on: the far shoulder and hip show the near ones
         # which joints are hidden: moved back by this frame's bones alone (not by the track's history, which would
         # keep a joint hidden once it was), or behind the torso in the picture (only the far side's, side-on)

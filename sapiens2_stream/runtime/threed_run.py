@@ -1,0 +1,114 @@
+"""One source's people in metres (the `threed` stage and the `threed:` section): the lifter on each result, the
+floor under the people and the world frame on it, and at the end world.json and the per-track motion-capture
+files (tracks_3d/track_NNNN.trc, .c3d, .bvh: `export.motion3d`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..config import PipelineConfig
+from ..errors import Sapiens2StreamError
+from ..export.calibration import Camera, read_calibration
+from ..export.motion3d import write_mocap
+from ..threed import Lifter
+from ..threed.floor import FloorFinder, world_from_camera
+from .results import FrameResult
+
+REFIT_EVERY = 50  # frames between two fits of the floor
+
+
+class ThreeDRun:
+    def __init__(self, cfg: PipelineConfig, camera_name: str) -> None:
+        t = cfg.threed
+        self.camera: Camera | None = None
+        if t.calibration:
+            cameras = read_calibration(t.calibration)
+            if camera_name not in cameras:
+                raise Sapiens2StreamError(f"threed.calibration: no camera named {camera_name!r} in {t.calibration} "
+                                          f"(it has {', '.join(sorted(cameras)) or 'none'})")  # fmt: skip
+            self.camera = cameras[camera_name]
+        self.lifter = Lifter(None if self.camera is None else self.camera.matrix)
+        self.floor = FloorFinder()
+        self.out_dir = Path(cfg.outputs.dir)
+        self.formats = list(t.formats)
+        self.rows: dict[int, list] = defaultdict(list)  # track id -> (pts, xyz [308, 3], confidence [308])
+        self.frames = 0
+        self.world: np.ndarray | None = self._calibrated_world()
+
+    def _calibrated_world(self) -> np.ndarray | None:
+        """The calibration's world frame: Pose2Sim's extrinsics take world points into the camera's frame."""
+        if self.camera is None:
+            return None
+        camera_from_world = np.eye(4)
+        camera_from_world[:3, :3] = cv2.Rodrigues(np.asarray(self.camera.rotation, np.float64))[0]
+        camera_from_world[:3, 3] = self.camera.translation
+        return np.linalg.inv(camera_from_world)
+
+    def __call__(self, result: FrameResult) -> None:
+        for track_id in result.ended_tracks:
+            self.lifter.drop(track_id)
+        if result.pointmap is None:
+            return
+        people = [p for p in result.people if p.keypoints is not None]
+        keypoints = np.array([p.smoothed if p.smoothed is not None else p.keypoints for p in people])
+        keypoints = keypoints.reshape(-1, 308, 2)
+        if self.camera is not None and self.camera.distorted and len(people):
+            keypoints = self.camera.undistort(keypoints.reshape(-1, 2)).reshape(keypoints.shape)
+        scores = np.array([p.keypoint_scores for p in people]).reshape(-1, 308)
+        xyz, confidence = self.lifter(keypoints, scores, result.pointmap, [p.track_id for p in people],
+                                      result.frame.pts_s, person_masks(result, people))  # fmt: skip
+        for p, points, sure in zip(people, xyz, confidence, strict=True):
+            p.keypoints_3d, p.keypoints_3d_confidence = points.astype(np.float32), sure.astype(np.float32)
+            self.rows[p.track_id].append((result.frame.pts_s, p.keypoints_3d, p.keypoints_3d_confidence))
+        if self.camera is None and len(people):
+            self.floor.add(xyz, confidence)
+            self.frames += 1
+            if self.frames % REFIT_EVERY == 0 or self.world is None:
+                self._refit()
+
+    def _refit(self) -> None:
+        plane = self.floor.fit()
+        if plane is not None:
+            self.world = world_from_camera(*plane)
+
+    def summary(self) -> dict:
+        k = self.lifter.intrinsics
+        out = {"intrinsics": None if k is None else np.round(k, 2).tolist(),
+               "intrinsics_from": "calibration" if self.camera is not None else "pointmap",
+               "world_from": "calibration" if self.camera is not None else "floor" if self.world is not None else None,
+               "tracks": len(self.rows)}  # fmt: skip
+        if self.camera is None and self.floor.plane is not None:
+            out["camera_height_m"] = round(self.floor.plane[1], 3)
+        return out
+
+    def close(self) -> None:
+        """world.json, then each track's files in the world frame (the camera's where no floor was found)."""
+        if self.camera is None:
+            self._refit()
+        tracks = {track_id: (np.array([r[0] for r in rows]), np.array([r[1] for r in rows]),
+                             np.array([r[2] for r in rows])) for track_id, rows in self.rows.items()}  # fmt: skip
+        frame = "calibration" if self.camera is not None else "floor" if self.world is not None else "camera"
+        write_mocap(self.out_dir, tracks, self.world, frame, self.formats, self.summary())
+
+
+def person_masks(result: FrameResult, people: list) -> np.ndarray | None:
+    """[P, H, W] each person's own pixels: the matte or the part labels (anyone) within the person's box, or None
+    when neither ran."""
+    if result.alpha is not None:
+        anyone = result.alpha > 0.5
+    elif result.seg is not None:
+        anyone = result.seg > 0
+    else:
+        return None
+    out = np.zeros((len(people), *anyone.shape), bool)
+    h, w = anyone.shape
+    for i, p in enumerate(people):
+        x, y, bw, bh = p.box
+        x0, y0 = max(int(x - 0.05 * bw), 0), max(int(y - 0.05 * bh), 0)
+        x1, y1 = min(int(x + 1.05 * bw) + 1, w), min(int(y + 1.05 * bh) + 1, h)
+        out[i, y0:y1, x0:x1] = anyone[y0:y1, x0:x1]
+    return out
