@@ -14,7 +14,18 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import console, fleet, live, model_forward, multi_source, pipeline, processing, smoothing, temporal
+from benchmarks import (
+    console,
+    fleet,
+    live,
+    model_forward,
+    multi_source,
+    pipeline,
+    processing,
+    smoothing,
+    temporal,
+    threed,
+)
 from benchmarks.common import print_table
 
 
@@ -23,7 +34,18 @@ def main() -> None:
     parser.add_argument("--json", default="benchmarks/results/cpu.json")
     args = parser.parse_args()
     rows = []
-    for module in (model_forward, processing, smoothing, temporal, pipeline, live, multi_source, fleet, console):
+    for module in (
+        model_forward,
+        processing,
+        smoothing,
+        temporal,
+        threed,
+        pipeline,
+        live,
+        multi_source,
+        fleet,
+        console,
+    ):
         rows += module.run()
     rows += model_forward.run_compiled()
     print_table(rows)

@@ -158,6 +158,7 @@ class VideoOutput:
     name: str = "annotated.mp4"  # its file name in the output folder
     draw: list[Literal["pose", "seg", "boxes", "matting"]] = field(default_factory=lambda: ["pose", "boxes"])  # layers
     keypoint_threshold: float = 0.3  # keypoints scoring below this are not drawn
+    view_3d: bool = False  # with threed: the people's 3-D skeletons from above and from the side, bottom right
     crf: int = 23  # x264 quality (lower: better, larger)
     preset: str = "veryfast"  # x264 speed preset
     copy_audio: bool = True  # the source's soundtrack copied into the video at the end

@@ -132,3 +132,28 @@ def test_export_mocap_of_a_run_without_3d_says_so(tmp_path, tiny_dir, capsys):
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "keypoints_3d" in error[0]
     assert main(["export", "mocap", str(Path(tmp_path / "nowhere"))]) != 0
+
+
+def test_the_3d_views_show_a_person_where_they_stand():
+    """outputs.video.view_3d: from above, a person standing at the world's origin is drawn around the middle of the
+    left panel; from the side, feet on the panel's floor line and head well above it; nothing outside the two
+    panels changes."""
+    from types import SimpleNamespace
+
+    from sapiens2_stream.io.draw import draw_views_3d
+
+    xyz, _ = world_keypoints(1)
+    standing = xyz[0] - [np.nanmean(xyz[0, :, 0]), np.nanmean(xyz[0, :, 1]), 0]  # at the origin, on the floor
+    person = SimpleNamespace(keypoints_3d=standing, keypoints_3d_confidence=np.ones(308))
+    frame = np.zeros((480, 640, 3), np.uint8)
+    draw_views_3d(frame, [person], np.eye(4))
+    size = 480 // 4
+    top = frame[480 - size - 4 : 480 - 4, 640 - 2 * (size + 4) : 640 - 2 * (size + 4) + size]
+    side = frame[480 - size - 4 : 480 - 4, 640 - (size + 4) : 640 - 4]
+    lit_top, lit_side = np.argwhere(top[1:-1, 1:-1].max(2) > 60), np.argwhere(side[1:-1, 1:-1].max(2) > 60)
+    assert len(lit_top) and len(lit_side)
+    assert abs(lit_top[:, 1].mean() - size / 2) < size / 6  # around x = 0
+    assert lit_side[:, 0].max() > size * 0.9  # the feet on the floor line at the bottom
+    assert lit_side[:, 0].min() < size * 0.75  # the head 1.7 m up (of a 5 m wide view)
+    frame[480 - size - 4 :, 640 - 2 * (size + 4) :] = 0
+    assert not frame.any()

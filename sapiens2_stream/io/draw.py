@@ -84,3 +84,40 @@ def depth_image(depth: np.ndarray, percentiles: tuple[float, float] = (2, 98)) -
     closeness = 1 - (np.nan_to_num(depth, nan=far) - near) / max(far - near, 1e-6)
     levels = (np.clip(closeness, 0, 1) * 255 + 0.5).astype(np.uint8)
     return cv2.cvtColor(cv2.applyColorMap(levels, cv2.COLORMAP_TURBO), cv2.COLOR_BGR2RGB)
+
+
+VIEW_SPAN_M = 5.0  # the width of ground each 3-D view shows
+BODY_LINKS = 19  # the skeleton's first links: body and feet (hands and face are too small to see in a view)
+
+
+def draw_views_3d(frame: np.ndarray, people: list, world: np.ndarray | None, threshold: float = 0.3) -> np.ndarray:
+    """Two small views of the people's 3-D skeletons in the bottom-right corner, in place: from above (the floor,
+    the camera at the bottom middle) and from the side (the floor as a line). In the world frame on the floor
+    when it is known, else in the camera's (x right, z away, y down). Returns `frame`."""
+    lifted = [p for p in people if getattr(p, "keypoints_3d", None) is not None]
+    h, w = frame.shape[:2]
+    size = max(48, min(h, w) // 4)
+    meta = pose_metadata()
+    for n, (first, second, up_sign) in enumerate(((0, 1, 1), (0, 2, 1))):  # (X, Y) from above, (X, Z) from the side
+        x0, y0 = w - (2 - n) * (size + 4), h - size - 4
+        panel = frame[y0 : y0 + size, x0 : x0 + size]
+        panel[:] = (panel * 0.35).astype(np.uint8)
+        cv2.rectangle(frame, (x0, y0), (x0 + size - 1, y0 + size - 1), (200, 200, 200), 1)
+        scale = size / VIEW_SPAN_M
+        for p in lifted:
+            points = np.asarray(p.keypoints_3d, np.float64)
+            if world is not None:
+                points = points @ world[:3, :3].T + world[:3, 3]
+                axes = (points[:, first], points[:, second])
+                bottom = 0.0 if second == 2 else -0.5  # the floor at the bottom; the camera's foot near it
+            else:
+                axes = (points[:, 0], -points[:, 1] if second == 2 else points[:, 2])
+                bottom = -1.5 if second == 2 else 0.0
+            u = x0 + size / 2 + axes[0] * scale
+            v = y0 + size - (axes[1] - bottom) * scale * up_sign
+            ok = np.isfinite(u) & np.isfinite(v) & (np.asarray(p.keypoints_3d_confidence) > threshold)
+            pts = np.stack([u, v], 1)
+            for (a, b), color in list(zip(meta.skeleton, meta.skeleton_colors, strict=True))[:BODY_LINKS]:
+                if ok[a] and ok[b]:
+                    cv2.line(frame, tuple(_ints(pts[a])), tuple(_ints(pts[b])), color, 1, cv2.LINE_AA)
+    return frame

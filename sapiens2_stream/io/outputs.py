@@ -21,7 +21,16 @@ from .segments import Segments
 from .sink import Sink
 from .track_files import TrackSink
 from .video_feed import VideoFeed
-from .video_sinks import GREEN_SCREEN, GeometrySink, LiveViewSink, MattingSink, VideoSink, annotated, matte_composite
+from .video_sinks import (
+    GREEN_SCREEN,
+    GeometrySink,
+    LiveViewSink,
+    MattingSink,
+    VideoSink,
+    annotated,
+    layers,
+    matte_composite,
+)
 from .virtualcam import VirtualCameraSink, camera_fps
 
 
@@ -104,7 +113,7 @@ def make_sinks(cfg: PipelineConfig, source, setup: SinkSetup) -> list[Sink]:
     sinks = [Segments(o, files)] if o.segment_s is not None else files(Path(o.dir), resume)
     if not o.video.enabled:  # a live view's video, drawn and encoded only while someone watches
         sinks.append(LiveViewSink(source.fps, o.video, background, feed))
-    shown = lambda r: annotated(r, o.video.draw, o.video.keypoint_threshold, background)  # noqa: E731
+    shown = lambda r: annotated(r, layers(o.video), o.video.keypoint_threshold, background)  # noqa: E731
     name = cfg.source.name or cfg.name
     if cfg.models.matting is not None:  # what a person looks at: the composite, else the annotated picture
         render = lambda r: matte_composite(r, background) if r.alpha is not None else r.frame.rgb  # noqa: E731

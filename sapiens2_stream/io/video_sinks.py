@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..processing.dense import composite
-from .draw import depth_image, draw_box, draw_pose, draw_seg, normals_image
+from .draw import depth_image, draw_box, draw_pose, draw_seg, draw_views_3d, normals_image
 from .sink import Sink
 from .video_feed import VideoFeed
 from .video_writer import VideoWriter
@@ -43,7 +43,14 @@ def annotate(result, draw: list[str], threshold: float, background=GREEN_SCREEN)
         kp = p.smoothed if p.smoothed is not None else p.keypoints
         if "pose" in draw and kp is not None:
             draw_pose(img, kp, p.keypoint_scores, threshold)
+    if "view_3d" in draw:
+        draw_views_3d(img, result.people, result.world_from_camera, threshold)
     return img
+
+
+def layers(video_cfg) -> list[str]:
+    """What the annotated picture shows: `draw`, and the 3-D views when `view_3d` asks for them."""
+    return [*video_cfg.draw, *(["view_3d"] if video_cfg.view_3d else [])]
 
 
 def matte_composite(result, background) -> np.ndarray:
@@ -84,7 +91,7 @@ class VideoSink(Sink):
         self.last_pts: float | None = None
 
     def write(self, result) -> None:
-        img = annotated(result, self.cfg.draw, self.cfg.keypoint_threshold, self.background)
+        img = annotated(result, layers(self.cfg), self.cfg.keypoint_threshold, self.background)
         if self.feed is not None and self.last_pts is None:
             self.feed.recording = self.writer.path
         self.writer.write(img, result.frame.pts_s)
@@ -179,7 +186,7 @@ class LiveViewSink(Sink):
         if self.writer is None:
             self.writer = VideoWriter(None, self.fps, self.video_cfg.crf, self.video_cfg.preset,
                                       on_packet=self.feed.packet, on_picture=self.feed.picture)  # fmt: skip
-        picture = annotated(result, self.video_cfg.draw, self.video_cfg.keypoint_threshold, self.background)
+        picture = annotated(result, layers(self.video_cfg), self.video_cfg.keypoint_threshold, self.background)
         self.writer.write(picture, result.frame.pts_s)
 
     def close(self) -> None:

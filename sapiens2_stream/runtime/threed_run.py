@@ -69,6 +69,7 @@ class ThreeDRun:
             self.frames += 1
             if self.frames % REFIT_EVERY == 0 or self.world is None:
                 self._refit()
+        result.world_from_camera = self.world
 
     def _refit(self) -> None:
         plane = self.floor.fit()

@@ -173,7 +173,7 @@ class Lifter:
             solved = solve_depths(raw[joints], ray[joints], expected, None, hidden[joints])
         if pred is not None:  # where the hidden ones are: the bones and the track's recent shape together, the
             # visible ones held where they are seen
-            solved = solve_depths(raw[joints], ray[joints], expected, pred, hidden[joints], robust=False)
+            solved = solve_depths(raw[joints], ray[joints], expected, pred, hidden[joints], False, solved)
         depth = raw.copy()
         depth[joints] = solved
         track.lengths.append(bone_lengths(np.where(hidden, np.nan, depth), ray))
@@ -223,32 +223,35 @@ def surface_depths(
         return np.full(len(keypoints), np.nan), np.zeros(len(keypoints))
     extent = np.ptp(keypoints[inside], axis=0).max() if inside.sum() > 1 else 40.0
     radius = int(np.clip(round(extent / 120), 1, 6))
+    rows = np.flatnonzero(inside)  # only the keypoints in the picture and scored: the others have no depth
+    offsets = np.arange(-radius, radius + 1)
+    ys = np.clip(pts[rows, 1, None, None] + offsets[None, :, None], 0, h - 1)
+    xs = np.clip(pts[rows, 0, None, None] + offsets[None, None, :], 0, w - 1)
+    window = z[ys, xs].reshape(len(rows), -1)
     if mask is None:
         if centre is None or not np.isfinite(centre):
             centre = np.nanmedian(z[pts[inside, 1], pts[inside, 0]])
-        own_pixels = np.abs(z - centre) <= BODY_DEPTH_M
+        own = np.abs(window - centre) <= BODY_DEPTH_M
     else:
-        own_pixels = mask
-    offsets = np.arange(-radius, radius + 1)
-    ys = np.clip(pts[:, 1, None, None] + offsets[None, :, None], 0, h - 1)
-    xs = np.clip(pts[:, 0, None, None] + offsets[None, None, :], 0, w - 1)
-    window = z[ys, xs].reshape(len(pts), -1)
-    own = own_pixels[ys, xs].reshape(len(pts), -1) & np.isfinite(window) & (window > 0)
-    share = own.mean(1) * inside
+        own = mask[ys, xs].reshape(len(rows), -1)
+    own &= np.isfinite(window) & (window > 0)
     # one layer of them: pixels more than `LAYER_M` off the keypoint's own layer show something else beside it (the
     # floor beyond a toe, the other leg beside a knee). A surface keypoint's layer is the window's near quarter (it
     # is the nearest thing there); a joint's is its centre pixels' (a limb may pass in front of it nearby)
     values = np.where(own, window, np.inf)
-    ordered = np.sort(values, axis=1)
     count = own.sum(1)
-    near = ordered[np.arange(len(values)), np.maximum(count // 4, 0)]
-    size = 2 * radius + 1
-    centre_ids = [(radius + dy) * size + radius + dx for dy in (-1, 0, 1) for dx in (-1, 0, 1)]
-    middle = row_medians(values[:, centre_ids], own[:, centre_ids].sum(1))
-    layer = np.where((body.depth_priors() > 0) & np.isfinite(middle), middle, near)
+    near = np.sort(values, axis=1)[np.arange(len(rows)), np.maximum(count // 4, 0)]
+    layer = near
+    joints = np.flatnonzero(body.depth_priors()[rows] > 0)
+    if len(joints):
+        size = 2 * radius + 1
+        centre_ids = [(radius + dy) * size + radius + dx for dy in (-1, 0, 1) for dx in (-1, 0, 1)]
+        middle = row_medians(values[joints][:, centre_ids], own[joints][:, centre_ids].sum(1))
+        layer[joints] = np.where(np.isfinite(middle), middle, near[joints])
     front = own & (np.abs(window - layer[:, None]) <= LAYER_M)
-    depth = row_medians(np.where(front, window, np.inf), front.sum(1))
-    depth[~inside] = np.nan
+    depth, share = np.full(len(keypoints), np.nan), np.zeros(len(keypoints))
+    depth[rows] = row_medians(np.where(front, window, np.inf), front.sum(1))
+    share[rows] = own.mean(1)
     return depth, share
 
 
@@ -284,13 +287,14 @@ def solve_depths(
     predicted: np.ndarray | None,
     hidden: np.ndarray,
     robust: bool = True,
+    initial: np.ndarray | None = None,
 ) -> np.ndarray:
     """[J] body joints' depths: a few Gauss-Newton steps on (a) each measured depth, strongly in front of it (nothing
     is in front of what the pixel shows) and, for a joint not known to be hidden, robustly behind it (Huber), (b)
     the bones' lengths, (c) the prediction, weakly and robustly, (d) for a hidden joint, its parent's depth plus its
     predicted offset from it, weakly: where a limb seen side-on leaves its bones no say. Joints with no measurement
     and no prediction start at the measured joints' median depth. `robust=False` once the hidden joints are known:
-    the others' measured depths then hold (quadratic both ways)."""
+    the others' measured depths then hold (quadratic both ways). `initial`: where to start (an earlier solve's)."""
     ends = body.bone_index()
     have = np.isfinite(raw)
     if not have.any() and predicted is None:
@@ -298,7 +302,9 @@ def solve_depths(
     start = np.nanmedian(raw) if have.any() else np.nanmedian(predicted)
     d = np.where(have, raw, predicted if predicted is not None else start)
     d = np.where(np.isfinite(d), d, start)
-    if predicted is None:  # a hidden joint starts behind a visible neighbour by its bone (not level with it)
+    if initial is not None:
+        d = np.where(np.isfinite(initial), initial, d)
+    elif predicted is None:  # a hidden joint starts behind a visible neighbour by its bone (not level with it)
         d = behind_neighbours(d, ray, lengths, hidden)
     raw0 = np.nan_to_num(raw)
     use_bones = np.isfinite(lengths)
@@ -340,7 +346,7 @@ def solve_depths(
         g = g + np.bincount(rows, ji * pair, size)
         step = np.linalg.solve(h, -g)
         d = d + step
-        if np.abs(step).max() < 1e-4:
+        if np.abs(step).max() < 5e-4:  # half a millimetre
             break
     return d
 
