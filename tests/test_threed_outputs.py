@@ -157,3 +157,45 @@ def test_the_3d_views_show_a_person_where_they_stand():
     assert lit_side[:, 0].min() < size * 0.75  # the head 1.7 m up (of a 5 m wide view)
     frame[480 - size - 4 :, 640 - 2 * (size + 4) :] = 0
     assert not frame.any()
+
+
+def test_a_calibration_gives_the_intrinsics_and_the_world_frame(tmp_path):
+    """threed.calibration: the camera's own intrinsics and its world frame (Pose2Sim's Calib.toml, world -> camera):
+    the TRC's markers land on the synthetic body's true world positions (the visible side, 2 cm on average), and
+    world.json says whose frame it is."""
+    from types import SimpleNamespace
+
+    import cv2
+    from Pose2Sim.common import read_trc
+
+    from sapiens2_stream.config import PipelineConfig, from_dict
+    from sapiens2_stream.export.calibration import Camera, write_calibration
+    from sapiens2_stream.runtime.results import FrameResult, Person
+    from sapiens2_stream.runtime.threed_run import ThreeDRun
+
+    cam = S.camera()
+    rotation = cv2.Rodrigues(cam.rotation)[0].ravel()
+    write_calibration(tmp_path / "Calib.toml", [Camera("cam1", (S.WIDTH, S.HEIGHT), cam.intrinsics, np.zeros(4),
+                                                       rotation, -cam.rotation @ cam.centre)])  # fmt: skip
+    threed = {"calibration": str(tmp_path / "Calib.toml"), "formats": ["trc"]}
+    cfg = from_dict(PipelineConfig, {"source": {"uri": "x.mp4"}, "outputs": {"dir": str(tmp_path / "out")},
+                                     "threed": threed})  # fmt: skip
+    run = ThreeDRun(cfg, "cam1")
+    truth = []
+    for i in range(20):
+        pose = S.walking(i / 10)
+        view = S.render(cam, [pose])
+        frame = SimpleNamespace(index=i, pts_s=i / 10, wall_s=0.0, rgb=None)
+        person = Person(1, np.array([0.0, 0, 1, 1]), 1.0, view.keypoints[0], view.scores[0])
+        run(FrameResult(frame, [person], pointmap=view.pointmap))
+        truth.append(S.skeleton(pose))
+    run.close()
+    assert json.loads((tmp_path / "out" / "world.json").read_text())["frame"] == "calibration"
+    data, *_ = read_trc(tmp_path / "out" / "tracks_3d" / "track_0001.trc")
+    got = data.to_numpy(np.float64).reshape(20, 26, 3)[..., [2, 0, 1]]
+    for name in ("RShoulder", "RElbow", "RWrist", "RHip", "RKnee", "RAnkle"):  # the side the camera sees
+        marker = HALPE_26_NAMES.index(name)
+        joint = {"R": "right_"}[name[0]] + {"Shoulder": "shoulder", "Elbow": "elbow", "Wrist": "wrist", "Hip": "hip",
+                                            "Knee": "knee", "Ankle": "ankle"}[name[1:]]  # fmt: skip
+        errors = [np.linalg.norm(got[t, marker] - truth[t][joint]) for t in range(20)]
+        assert np.mean(errors) < 0.02 and max(errors) < 0.05, (name, errors)
