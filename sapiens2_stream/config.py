@@ -276,9 +276,9 @@ class ThreeDConfig:
     floor and world frame in world.json, and per-track motion-capture files in tracks_3d/."""
 
     enabled: bool | Literal["auto"] = "auto"  # auto: whenever models.pose and models.pointmap both run
-    calibration: str | None = None  # a Pose2Sim Calib.toml with a camera named like the source: its intrinsics
-    # (keypoints undistorted) and its world frame; without one, the intrinsics come from the pointmap and the
-    # world frame from the floor under people's feet
+    calibration: str | None = None  # a Pose2Sim Calib.toml with a camera named like the source (its name in
+    # sources:, else the pipeline's name): its intrinsics (keypoints undistorted) and its world frame; without one,
+    # the intrinsics come from the pointmap and the world frame from the floor under people's feet
     formats: list[Literal["trc", "c3d", "bvh"]] = field(default_factory=lambda: ["trc", "c3d", "bvh"])  # per track
 
 
