@@ -250,3 +250,58 @@ def crouching(t: float) -> Pose:
 
 def crossing(t: float) -> Pose:
     return Pose(cross=min(1.0, t / 2), yaw=0.3)
+
+
+# ------------------------------------------------------------------------------------------------ a camera rig
+
+
+def rig(cameras: int = 4, radius: float = 4.0, distortion=(-0.12, 0.03, 0.001, -0.001)) -> list:
+    """Calibrated 1080p cameras (Pose2Sim's convention, world -> camera) evenly round the origin, 1.6-2.4 m up,
+    looking at the middle of the capture area, with lens distortion."""
+    import cv2
+
+    from sapiens2_stream.threed.calibration import Camera as Calibrated
+
+    out = []
+    for i in range(cameras):
+        angle = 2 * np.pi * i / cameras + 0.3
+        centre = np.array([radius * np.cos(angle), radius * np.sin(angle), 1.6 + 0.8 * (i % 2)])
+        forward = np.array([0.0, 0.0, 1.0]) - centre
+        forward /= np.linalg.norm(forward)
+        right = np.cross(forward, [0.0, 0.0, 1.0])
+        right /= np.linalg.norm(right)
+        rotation = np.stack([right, np.cross(forward, right), forward])
+        matrix = np.array([[1400.0, 0, 960 + 7 * i], [0, 1400.0, 540 - 5 * i], [0, 0, 1]])
+        out.append(Calibrated(f"cam{i + 1}", (1920.0, 1080.0), matrix, np.array(distortion, np.float64),
+                              cv2.Rodrigues(rotation)[0].ravel(), -rotation @ centre))  # fmt: skip
+    return out
+
+
+def seen_by(camera, poses: list[Pose], rng=None, noise_px: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """What a camera's pose model would give for these people: [P, 308, 2] keypoints in its distorted picture (with
+    `noise_px` of noise) and [P, 308] scores (0.9 for the keypoints the synthetic body has)."""
+    import cv2
+
+    ids = index()
+    keypoints, scores = np.zeros((len(poses), 308, 2)), np.zeros((len(poses), 308))
+    for p, pose in enumerate(poses):
+        joints = {n: v for n, v in skeleton(pose).items() if n in ids}
+        world = np.array(list(joints.values()))
+        pixels, _ = cv2.projectPoints(world, camera.rotation, camera.translation, camera.matrix, camera.distortions)
+        pixels = pixels.reshape(-1, 2)
+        if rng is not None:
+            pixels = pixels + rng.normal(0, noise_px, pixels.shape)
+        for name, pixel in zip(joints, pixels, strict=True):
+            keypoints[p, ids[name]], scores[p, ids[name]] = pixel, 0.9
+    return keypoints, scores
+
+
+def world_truth(poses: list[Pose]) -> np.ndarray:
+    """[P, 308, 3] the people's true keypoints (NaN for those the synthetic body lacks)."""
+    ids = index()
+    out = np.full((len(poses), 308, 3), np.nan)
+    for p, pose in enumerate(poses):
+        for name, point in skeleton(pose).items():
+            if name in ids:
+                out[p, ids[name]] = point
+    return out

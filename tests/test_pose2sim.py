@@ -14,10 +14,10 @@ import cv2
 import numpy as np
 import pytest
 
-from sapiens2_stream.export.calibration import Camera, read_calibration, write_calibration
 from sapiens2_stream.export.pose2sim import export_pose2sim, pose2sim_order
 from sapiens2_stream.export.skeletons import layout
 from sapiens2_stream.models.metadata import pose_metadata
+from sapiens2_stream.threed.calibration import Camera, read_calibration, write_calibration
 
 try:
     import Pose2Sim  # noqa: F401

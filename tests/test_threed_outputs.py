@@ -169,9 +169,9 @@ def test_a_calibration_gives_the_intrinsics_and_the_world_frame(tmp_path):
     from Pose2Sim.common import read_trc
 
     from sapiens2_stream.config import PipelineConfig, from_dict
-    from sapiens2_stream.export.calibration import Camera, write_calibration
     from sapiens2_stream.runtime.results import FrameResult, Person
     from sapiens2_stream.runtime.threed_run import ThreeDRun
+    from sapiens2_stream.threed.calibration import Camera, write_calibration
 
     cam = S.camera()
     rotation = cv2.Rodrigues(cam.rotation)[0].ravel()

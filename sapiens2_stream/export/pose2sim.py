@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import Sapiens2StreamError
 from ..io.jsonl import parse_lines
 from ..models.metadata import NUM_KEYPOINTS
-from .calibration import Camera, read_calibration, write_calibration
+from ..threed.calibration import Camera, read_calibration, write_calibration
 from .skeletons import SKELETONS, Layout, layout
 from .sync import BODY, Offset, Track2D, audio_offsets, motion_offsets, soundtrack
 

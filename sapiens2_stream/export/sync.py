@@ -25,7 +25,7 @@ import numpy as np
 from scipy.signal import correlate
 
 from ..config import DEFAULT_FPS
-from .calibration import Camera
+from ..threed.calibration import Camera
 
 BODY = (*range(21), 41, 62)  # Sapiens2 body and feet keypoints (wrists are 41 and 62): the points sync uses
 MIN_SCORE = 0.3

@@ -12,9 +12,9 @@ import numpy as np
 
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
-from ..export.calibration import Camera, read_calibration
 from ..export.motion3d import write_mocap
 from ..threed import Lifter
+from ..threed.calibration import Camera, read_calibration
 from ..threed.floor import FloorFinder, world_from_camera
 from .results import FrameResult
 

@@ -1,0 +1,315 @@
+"""Live 3-D from several calibrated cameras: people associated across views, triangulated, tracked and smoothed, one
+moment at a time.
+
+    from sapiens2_stream.threed import Triangulator
+    tri = Triangulator("Calib.toml")             # or the parsed cameras: {name: Camera}
+    people = tri.update(time_s, {"cam1": (keypoints, scores), "cam2": (keypoints, scores), ...})
+    for p in people: p.id, p.xyz, p.confidence, p.views
+
+`views` holds, for the cameras that have a result at that moment, keypoints [P, K, 2] in pixels of that camera's own
+(distorted) picture and scores [P, K]. Each person returned has a stable `id`, `xyz` [K, 3] metres in the
+calibration's world frame (NaN where no joint could be made), `confidence` [K] and the `views` it was made from.
+
+For each moment:
+
+1. **Undistorted** into each camera's own intrinsic matrix (`cv2.undistortPoints(..., P=K)`), so every camera is an
+   ideal pinhole `P = K [R | t]`.
+2. **Known people first.** Each tracked person's skeleton, moved on by its velocity, is projected into every view;
+   the view's people are matched to the tracks by the median pixel distance of their body joints (Hungarian
+   assignment, gated): ids hold through crossings because a person is matched by where their whole skeleton is
+   heading in every view, not by which box is nearest.
+3. **New people.** The views' people no track took are grouped across cameras by epipolar agreement (the median
+   distance of their joints to each other's epipolar lines), greedily from the best pair, one person per camera
+   per group. A group of two views or more starts a track; a person seen by one camera alone stays 2-D.
+4. **Triangulated** per joint by a score-weighted DLT over the views that scored it, refined to the least
+   reprojection error. Where a view's error is above `max_error_px`, every pair of views is tried and the views
+   within `max_error_px` of the pair most of them agree with are kept (a small RANSAC over pairs): a camera whose
+   keypoints belong to someone else, or are simply wrong, loses its say there, even with two of them wrong.
+5. **Smoothed** with the adaptive (IMM) Kalman filter of the 2-D keypoints, in metres, per track; tracks unseen for
+   `max_lost_s` end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from ..track.smoothing import AdaptiveKalman
+from .calibration import Camera, read_calibration
+
+BODY = (5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 41, 62)  # shoulders, elbows, hips, knees, ankles, wrists (308 layout)
+FILTER = {"q_steady": 1e-2, "q_turn": 30.0, "r": 1e-5, "v0": 1.0, "switch": 0.005}  # metres, seconds: r is a
+# triangulated joint's own noise (3 mm: 1 px at 4 m with 1080p lenses, over four views)
+
+
+@dataclass
+class Person3D:
+    id: int
+    xyz: np.ndarray  # [K, 3] metres, world frame; NaN where no joint could be made
+    confidence: np.ndarray  # [K] in [0, 1]
+    views: list[str]  # the cameras it was made from at this moment
+    error_px: float = float("nan")  # mean reprojection error over the joints and views used
+
+
+@dataclass
+class Track3D:
+    id: int
+    xyz: np.ndarray
+    velocity: np.ndarray
+    time_s: float
+    filter: AdaptiveKalman
+    seen: int = 1
+    views: list[str] = field(default_factory=list)
+
+    def predicted(self, time_s: float) -> np.ndarray:
+        return self.xyz + self.velocity * min(time_s - self.time_s, 0.5)
+
+
+class Triangulator:
+    def __init__(
+        self,
+        calibration: str | Path | dict[str, Camera],
+        min_score: float = 0.3,
+        max_error_px: float = 12.0,
+        match_px: float = 80.0,
+        epipolar_px: float = 20.0,
+        max_lost_s: float = 1.0,
+    ) -> None:
+        cameras = read_calibration(calibration) if isinstance(calibration, str | Path) else dict(calibration)
+        self.cameras = cameras
+        self.projections = {name: cam.projection() for name, cam in cameras.items()}
+        self.min_score, self.max_error_px = min_score, max_error_px
+        self.match_px, self.epipolar_px, self.max_lost_s = match_px, epipolar_px, max_lost_s
+        self.tracks: dict[int, Track3D] = {}
+        self.next_id = 1
+
+    def reset(self) -> None:
+        self.tracks.clear()
+        self.next_id = 1
+
+    def update(self, time_s: float, views: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[Person3D]:
+        unknown = sorted(set(views) - set(self.cameras))
+        if unknown:
+            raise ValueError(f"views of cameras the calibration has not: {', '.join(unknown)}")
+        detections = self._undistorted(views)
+        groups = self._match_tracks(time_s, detections)
+        groups += self._new_groups(detections, {(c, i) for g in groups for c, i in g[1].items()})
+        people = []
+        for track_id, members in groups:
+            if len(members) < 2:
+                continue
+            xyz, confidence, error = self.triangulate({c: detections[c][i] for c, i in members.items()})
+            if not np.isfinite(xyz[list(BODY)]).any():
+                continue
+            track = self._track(track_id, time_s, xyz, confidence, sorted(members))
+            people.append(Person3D(track.id, track.xyz.copy(), confidence, sorted(members), error))
+        for track_id in [t for t, track in self.tracks.items() if time_s - track.time_s > self.max_lost_s]:
+            del self.tracks[track_id]
+        return people
+
+    # ------------------------------------------------------------------------------------------- views
+
+    def _undistorted(self, views) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+        out = {}
+        for name, (keypoints, scores) in views.items():
+            cam = self.cameras[name]
+            keypoints = np.asarray(keypoints, np.float64)
+            flat = cam.undistort(keypoints.reshape(-1, 2)).reshape(keypoints.shape)
+            out[name] = [(flat[p], np.asarray(scores[p], np.float64)) for p in range(len(keypoints))]
+        return out
+
+    def _match_tracks(self, time_s: float, detections) -> list[tuple[int | None, dict[str, int]]]:
+        """Each track's detection in each view (Hungarian on the median body-joint distance to its projection)."""
+        tracks = list(self.tracks.values())
+        groups = {t.id: {} for t in tracks}
+        if not tracks:
+            return []
+        for name, people in detections.items():
+            if not people:
+                continue
+            cost = np.full((len(tracks), len(people)), 1e9)
+            for a, track in enumerate(tracks):
+                projected = project(self.projections[name], track.predicted(time_s))
+                for b, (keypoints, scores) in enumerate(people):
+                    d = np.linalg.norm(projected[list(BODY)] - keypoints[list(BODY)], axis=1)
+                    d = d[np.isfinite(d) & (scores[list(BODY)] >= self.min_score)]
+                    if len(d) >= 3:
+                        cost[a, b] = np.median(d)
+            rows, cols = linear_sum_assignment(cost)
+            for a, b in zip(rows, cols, strict=True):
+                if cost[a, b] <= self.match_px:
+                    groups[tracks[a].id][name] = b
+        return [(track_id, members) for track_id, members in groups.items() if members]
+
+    def _new_groups(self, detections, taken: set) -> list[tuple[None, dict[str, int]]]:
+        """The detections no track took, grouped across views by epipolar agreement (best pairs first)."""
+        free = [(c, i) for c, people in detections.items() for i in range(len(people)) if (c, i) not in taken]
+        pairs = []
+        for x, (ca, ia) in enumerate(free):
+            for cb, ib in free[x + 1 :]:
+                if ca != cb:
+                    d = self._epipolar(ca, detections[ca][ia], cb, detections[cb][ib])
+                    if d <= self.epipolar_px:
+                        pairs.append((d, (ca, ia), (cb, ib)))
+        groups: list[dict[str, int]] = []
+        where: dict[tuple[str, int], int] = {}
+        for _, a, b in sorted(pairs):
+            ga, gb = where.get(a), where.get(b)
+            if ga is None and gb is None:
+                where[a] = where[b] = len(groups)
+                groups.append({a[0]: a[1], b[0]: b[1]})
+            elif ga is not None and gb is None and b[0] not in groups[ga]:
+                groups[ga][b[0]] = b[1]
+                where[b] = ga
+            elif gb is not None and ga is None and a[0] not in groups[gb]:
+                groups[gb][a[0]] = a[1]
+                where[a] = gb
+            elif ga is not None and gb is not None and ga != gb and not set(groups[ga]) & set(groups[gb]):
+                groups[ga].update(groups[gb])  # two views' pairs of the same person: one group
+                for member in groups[gb].items():
+                    where[member] = ga
+                groups[gb] = {}
+        return [(None, g) for g in groups if g]
+
+    def _epipolar(self, ca: str, a, cb: str, b) -> float:
+        """The median symmetric distance (px) of two people's body joints to each other's epipolar lines."""
+        f = fundamental(self.projections[ca], self.projections[cb])
+        joints = [k for k in BODY if a[1][k] >= self.min_score and b[1][k] >= self.min_score]
+        if len(joints) < 3:
+            return np.inf
+        pa = np.c_[a[0][joints], np.ones(len(joints))]
+        pb = np.c_[b[0][joints], np.ones(len(joints))]
+        lines_b = pa @ f.T  # in b's picture
+        lines_a = pb @ f
+        db = np.abs(np.sum(lines_b * pb, 1)) / np.hypot(lines_b[:, 0], lines_b[:, 1])
+        da = np.abs(np.sum(lines_a * pa, 1)) / np.hypot(lines_a[:, 0], lines_a[:, 1])
+        return float(np.median((da + db) / 2))
+
+    # ------------------------------------------------------------------------------------------- 3-D
+
+    def triangulate(self, members: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, float]:
+        """[K, 3] points, [K] confidences and the mean reprojection error (px) from undistorted (keypoints,
+        scores) per camera; views that disagree with a joint's consensus left out of it."""
+        names = list(members)
+        projections = np.stack([self.projections[n] for n in names])  # [V, 3, 4]
+        points = np.stack([members[n][0] for n in names], 1)  # [K, V, 2]
+        scores = np.stack([members[n][1] for n in names], 1)  # [K, V]
+        use = (scores >= self.min_score) & np.isfinite(points).all(-1)
+        xyz, error = solve(projections, points, scores, use)
+        doubtful = np.flatnonzero((np.where(use, error, 0.0).max(1) > self.max_error_px) & (use.sum(1) > 2))
+        if len(doubtful):  # some view disagrees: the pair of views most others agree with decides who is kept
+            use[doubtful] = self._consensus(projections, points[doubtful], scores[doubtful], use[doubtful])
+            xyz[doubtful], error[doubtful] = solve(projections, points[doubtful], scores[doubtful], use[doubtful])
+        made = use.sum(1) >= 2
+        xyz[~made] = np.nan
+        used_error = np.where(use & made[:, None], error, np.nan)
+        confidence = np.where(made, np.nansum(np.where(use, scores, 0), 1) / np.maximum(use.sum(1), 1), 0.0)
+        confidence = np.clip(confidence * np.minimum(use.sum(1) / 3, 1.0), 0.0, 1.0)
+        mean_error = float(np.nanmean(used_error)) if np.isfinite(used_error).any() else float("nan")
+        return xyz, confidence, mean_error
+
+    def _consensus(self, projections, points, scores, use) -> np.ndarray:
+        """[J, V] the views to keep for each doubtful joint: of every pair of its views, the one whose point the most
+        other views see within `max_error_px` (then the smallest error), with those views."""
+        best_count = np.full(len(points), -1)
+        best_error = np.full(len(points), np.inf)
+        keep = use.copy()
+        for a, b in combinations(range(projections.shape[0]), 2):
+            pair = np.zeros_like(use)
+            pair[:, [a, b]] = use[:, [a, b]]
+            xyz = weighted_dlt(projections, points, np.where(pair, scores, 0.0))
+            error = reprojection_errors(projections, xyz, points)
+            agree = use & (error <= self.max_error_px)
+            count = agree.sum(1)
+            mean = np.where(agree, error, 0.0).sum(1) / np.maximum(count, 1)
+            both = use[:, a] & use[:, b]
+            better = both & ((count > best_count) | ((count == best_count) & (mean < best_error)))
+            keep[better], best_count[better], best_error[better] = agree[better], count[better], mean[better]
+        return keep
+
+    def _track(self, track_id: int | None, time_s: float, xyz, confidence, views: list[str]) -> Track3D:
+        if track_id is None:
+            track_id, self.next_id = self.next_id, self.next_id + 1
+            self.tracks[track_id] = Track3D(track_id, xyz, np.zeros_like(xyz), time_s,
+                                            AdaptiveKalman(xyz.shape, **FILTER))  # fmt: skip
+        track = self.tracks[track_id]
+        valid = np.isfinite(xyz).all(1, keepdims=True) & np.ones((1, 3), bool)
+        dt = None if track.seen == 1 and track.time_s == time_s else max(time_s - track.time_s, 1e-3)
+        smooth = track.filter.step(np.nan_to_num(xyz), np.broadcast_to(np.maximum(confidence, 1e-3)[:, None],
+                                   xyz.shape), valid, dt)  # fmt: skip
+        smooth = np.where(track.filter.started, smooth, np.nan)
+        if dt:
+            moved = (smooth - track.xyz) / dt
+            track.velocity = np.where(np.isfinite(moved), moved, 0.0)
+        track.xyz, track.time_s, track.views = smooth, time_s, views
+        track.seen += 1
+        return track
+
+
+def project(projection: np.ndarray, xyz: np.ndarray) -> np.ndarray:
+    """[K, 2] pixels of [K, 3] world points through a [3, 4] projection."""
+    h = np.c_[xyz, np.ones(len(xyz))] @ projection.T
+    return h[:, :2] / h[:, 2:3]
+
+
+def fundamental(pa: np.ndarray, pb: np.ndarray) -> np.ndarray:
+    """F with x_b^T F x_a = 0, from two projection matrices."""
+    centre = np.linalg.svd(pa)[2][-1]  # a's camera centre (homogeneous)
+    epipole = pb @ centre
+    cross = np.array([[0, -epipole[2], epipole[1]], [epipole[2], 0, -epipole[0]], [-epipole[1], epipole[0], 0]])
+    return cross @ pb @ np.linalg.pinv(pa)
+
+
+def weighted_dlt(projections: np.ndarray, points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """[K, 3] points from [V, 3, 4] projections, [K, V, 2] pixels and [K, V] weights (0: not used), all joints at
+    once: each view adds w (u P3 - P1) and w (v P3 - P2) to the joint's system, solved by SVD."""
+    u, v = points[..., 0:1], points[..., 1:2]  # [K, V, 1]
+    rows_u = u * projections[None, :, 2] - projections[None, :, 0]  # [K, V, 4]
+    rows_v = v * projections[None, :, 2] - projections[None, :, 1]
+    a = np.concatenate([rows_u, rows_v], 1) * np.concatenate([weights, weights], 1)[..., None]
+    a = np.nan_to_num(a)
+    h = np.linalg.svd(a)[2][:, -1]  # [K, 4]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return h[:, :3] / h[:, 3:4]
+
+
+def solve(projections: np.ndarray, points: np.ndarray, scores: np.ndarray, use: np.ndarray):
+    """[J, 3] points (score-weighted DLT, then Gauss-Newton on the reprojection error) from the views in `use`, and
+    [J, V] every view's reprojection error."""
+    weights = np.where(use, scores, 0.0)
+    xyz = refined(projections, points, weights, weighted_dlt(projections, points, weights))
+    return xyz, reprojection_errors(projections, xyz, points)
+
+
+def refined(projections: np.ndarray, points: np.ndarray, weights: np.ndarray, xyz: np.ndarray, steps: int = 3):
+    """[K, 3] points moved to the least score-weighted squared reprojection error (Gauss-Newton from the DLT's
+    algebraic solution, which weighs views by their depth rather than by their pixels)."""
+    for _ in range(steps):
+        h = np.einsum("vij,kj->kvi", projections, np.c_[xyz, np.ones(len(xyz))])  # [K, V, 3]
+        z = h[..., 2:3]
+        residual = np.nan_to_num(h[..., :2] / z - points)  # [K, V, 2]
+        # d(u)/dX = (P1 - u P3) / z, d(v)/dX = (P2 - v P3) / z
+        u, v = h[..., 0:1] / z, h[..., 1:2] / z
+        ju = (projections[None, :, 0, :3] - u * projections[None, :, 2, :3]) / z  # [K, V, 3]
+        jv = (projections[None, :, 1, :3] - v * projections[None, :, 2, :3]) / z
+        w = weights[..., None]
+        normal = np.einsum("kvi,kvj->kij", ju * w, ju) + np.einsum("kvi,kvj->kij", jv * w, jv)
+        gradient = np.einsum("kvi,kv->ki", ju * w, residual[..., 0]) + np.einsum("kvi,kv->ki", jv * w, residual[..., 1])
+        ok = np.isfinite(normal).all((1, 2)) & (np.abs(np.linalg.det(normal)) > 1e-12)
+        if not ok.any():
+            break
+        step = np.zeros_like(xyz)
+        step[ok] = np.linalg.solve(normal[ok], -gradient[ok][..., None])[..., 0]
+        xyz = xyz + step
+    return xyz
+
+
+def reprojection_errors(projections: np.ndarray, xyz: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """[K, V] pixel distances between each joint's projection in each view and the view's keypoint."""
+    h = np.einsum("vij,kj->kvi", projections, np.c_[xyz, np.ones(len(xyz))])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.linalg.norm(h[..., :2] / h[..., 2:3] - points, axis=-1)
