@@ -82,6 +82,8 @@ class Triangulator:
         cameras = read_calibration(calibration) if isinstance(calibration, str | Path) else dict(calibration)
         self.cameras = cameras
         self.projections = {name: cam.projection() for name, cam in cameras.items()}
+        self.fundamentals = {(a, b): fundamental(self.projections[a], self.projections[b]) for a in cameras
+                             for b in cameras if a != b}  # fmt: skip
         self.min_score, self.max_error_px = min_score, max_error_px
         self.match_px, self.epipolar_px, self.max_lost_s = match_px, epipolar_px, max_lost_s
         self.tracks: dict[int, Track3D] = {}
@@ -128,17 +130,17 @@ class Triangulator:
         groups = {t.id: {} for t in tracks}
         if not tracks:
             return []
+        body = list(BODY)
         for name, people in detections.items():
             if not people:
                 continue
-            cost = np.full((len(tracks), len(people)), 1e9)
-            for a, track in enumerate(tracks):
-                projected = project(self.projections[name], track.predicted(time_s))
-                for b, (keypoints, scores) in enumerate(people):
-                    d = np.linalg.norm(projected[list(BODY)] - keypoints[list(BODY)], axis=1)
-                    d = d[np.isfinite(d) & (scores[list(BODY)] >= self.min_score)]
-                    if len(d) >= 3:
-                        cost[a, b] = np.median(d)
+            projected = np.stack([project(self.projections[name], t.predicted(time_s)[body]) for t in tracks])
+            keypoints = np.stack([p[0][body] for p in people])  # [D, J, 2]
+            sure = np.stack([p[1][body] >= self.min_score for p in people])  # [D, J]
+            d = np.linalg.norm(projected[:, None] - keypoints[None], axis=-1)  # [T, D, J]
+            d = np.where(sure[None] & np.isfinite(d), d, np.nan)
+            enough = np.isfinite(d).sum(-1) >= 3
+            cost = np.where(enough, np.nanmedian(np.where(enough[..., None], d, 0.0), axis=-1), 1e9)
             rows, cols = linear_sum_assignment(cost)
             for a, b in zip(rows, cols, strict=True):
                 if cost[a, b] <= self.match_px:
@@ -177,7 +179,7 @@ class Triangulator:
 
     def _epipolar(self, ca: str, a, cb: str, b) -> float:
         """The median symmetric distance (px) of two people's body joints to each other's epipolar lines."""
-        f = fundamental(self.projections[ca], self.projections[cb])
+        f = self.fundamentals[ca, cb]
         joints = [k for k in BODY if a[1][k] >= self.min_score and b[1][k] >= self.min_score]
         if len(joints) < 3:
             return np.inf
@@ -199,8 +201,10 @@ class Triangulator:
         points = np.stack([members[n][0] for n in names], 1)  # [K, V, 2]
         scores = np.stack([members[n][1] for n in names], 1)  # [K, V]
         use = (scores >= self.min_score) & np.isfinite(points).all(-1)
-        xyz, error = solve(projections, points, scores, use)
-        doubtful = np.flatnonzero((np.where(use, error, 0.0).max(1) > self.max_error_px) & (use.sum(1) > 2))
+        xyz, error = np.full((len(points), 3), np.nan), np.full(use.shape, np.nan)
+        seen = np.flatnonzero(use.sum(1) >= 2)  # the joints two views or more scored: the others cannot be made
+        xyz[seen], error[seen] = solve(projections, points[seen], scores[seen], use[seen])
+        doubtful = seen[(np.where(use[seen], error[seen], 0.0).max(1) > self.max_error_px) & (use[seen].sum(1) > 2)]
         if len(doubtful):  # some view disagrees: the pair of views most others agree with decides who is kept
             use[doubtful] = self._consensus(projections, points[doubtful], scores[doubtful], use[doubtful])
             xyz[doubtful], error[doubtful] = solve(projections, points[doubtful], scores[doubtful], use[doubtful])
@@ -273,8 +277,7 @@ def weighted_dlt(projections: np.ndarray, points: np.ndarray, weights: np.ndarra
     a = np.concatenate([rows_u, rows_v], 1) * np.concatenate([weights, weights], 1)[..., None]
     a = np.nan_to_num(a)
     h = np.linalg.svd(a)[2][:, -1]  # [K, 4]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return h[:, :3] / h[:, 3:4]
+    return divided(h[:, :3], h[:, 3:4])
 
 
 def solve(projections: np.ndarray, points: np.ndarray, scores: np.ndarray, use: np.ndarray):
@@ -311,5 +314,10 @@ def refined(projections: np.ndarray, points: np.ndarray, weights: np.ndarray, xy
 def reprojection_errors(projections: np.ndarray, xyz: np.ndarray, points: np.ndarray) -> np.ndarray:
     """[K, V] pixel distances between each joint's projection in each view and the view's keypoint."""
     h = np.einsum("vij,kj->kvi", projections, np.c_[xyz, np.ones(len(xyz))])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.linalg.norm(h[..., :2] / h[..., 2:3] - points, axis=-1)
+    return np.linalg.norm(divided(h[..., :2], h[..., 2:3]) - points, axis=-1)
+
+
+def divided(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b, NaN where b is 0 or not finite (without np.errstate, whose context switch costs more than the sum)."""
+    good = np.isfinite(b) & (b != 0)
+    return np.divide(a, b, out=np.full(np.broadcast_shapes(a.shape, b.shape), np.nan), where=good)
