@@ -166,9 +166,20 @@ def zxy_degrees(r: np.ndarray) -> tuple[float, float, float]:
     return float(np.degrees(z)), float(np.degrees(x)), float(np.degrees(y))
 
 
-def solve_armature(positions: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Rest offsets (world axes, each bone at its track's median length, from the first complete frame) and global
-    rotations [T, 3, 3] per joint that put every joint where `positions` has it."""
+T_POSE = {  # a T-pose facing +Y (Z up): the rest VMC avatars (VRM) are made in; the body's left is -X
+    "LeftUpLeg": (-1, 0, 0), "LeftLeg": (0, 0, -1), "LeftFoot": (0, 0, -1), "LeftToe": (0, 1, 0),
+    "RightUpLeg": (1, 0, 0), "RightLeg": (0, 0, -1), "RightFoot": (0, 0, -1), "RightToe": (0, 1, 0),
+    "Spine": (0, 0, 0), "Chest": (0, 0, 1), "LeftArm": (-1, 0, 0), "LeftForeArm": (-1, 0, 0), "LeftHand": (-1, 0, 0),
+    "RightArm": (1, 0, 0), "RightForeArm": (1, 0, 0), "RightHand": (1, 0, 0), "Neck": (0, 0, 0), "Head": (0, 0, 1),
+}  # fmt: skip
+
+
+def solve_armature(
+    positions: dict[str, np.ndarray], t_pose: bool = False
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Rest offsets (world axes, each bone at its track's median length) and global rotations [T, 3, 3] per joint
+    that put every joint where `positions` has it. The rest is the first complete frame's pose, or with `t_pose`
+    the T-pose of `T_POSE` (what VMC receivers' avatars rest in)."""
     t_len = len(positions["Hips"])
     complete = np.all([np.isfinite(p).all(1) for p in positions.values()], axis=0)
     if not complete.any():
@@ -178,7 +189,7 @@ def solve_armature(positions: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarr
     for joint in ARMATURE[1:]:
         delta = positions[joint.name] - positions[joint.parent]
         length = np.nanmedian(np.linalg.norm(delta, axis=1))
-        first = delta[rest_frame]
+        first = np.array(T_POSE[joint.name], np.float64) if t_pose else delta[rest_frame]
         norm = np.linalg.norm(first)
         offsets[joint.name] = first / norm * length if norm > 1e-9 else np.zeros(3)
     rest = {"Hips": positions["Hips"][rest_frame]}
