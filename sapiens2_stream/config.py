@@ -280,6 +280,12 @@ class ThreeDConfig:
     # sources:, else the pipeline's name): its intrinsics (keypoints undistorted) and its world frame; without one,
     # the intrinsics come from the pointmap and the world frame from the floor under people's feet
     formats: list[Literal["trc", "c3d", "bvh"]] = field(default_factory=lambda: ["trc", "c3d", "bvh"])  # per track
+    cameras: list[str] | None = None  # several cameras: the sources triangulated together into OUTPUT/3d/ (default:
+    # every source the calibration names; two or more make a live motion-capture group)
+    max_skew_s: float | Literal["auto"] = "auto"  # the longest a moment waits for a camera; auto: half a frame
+    vmc: list[str] = field(default_factory=list)  # host:port of VMC receivers (VSeeFace, Unity EVMC4U, Blender;
+    # usually 127.0.0.1:39539): the first person, live (needs the osc extra)
+    osc: list[str] = field(default_factory=list)  # host:port of plain OSC receivers (TouchDesigner, Max): everyone
 
 
 @dataclass

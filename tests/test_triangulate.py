@@ -4,6 +4,8 @@ own triangulation of the same data."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from sapiens2_stream.threed import Triangulator
@@ -121,3 +123,65 @@ def test_at_least_as_accurate_as_pose2sims_own_triangulation():
     ours_rms, theirs_rms = np.sqrt(np.mean(np.square(ours))), np.sqrt(np.mean(np.square(theirs)))
     print(f"RMS: ours {ours_rms * 1000:.2f} mm, Pose2Sim {theirs_rms * 1000:.2f} mm")
     assert ours_rms <= theirs_rms * 1.001
+
+
+def mocap(tmp_path, cameras: int, **threed):
+    """A LiveMocap for `cameras` calibrated sources of the synthetic rig, writing into tmp_path/out/3d."""
+    from sapiens2_stream.config import PipelineConfig, from_dict
+    from sapiens2_stream.runtime.live_mocap import LiveMocap, triangulation_group
+    from sapiens2_stream.threed.calibration import write_calibration
+
+    rig = S.rig(cameras)
+    write_calibration(tmp_path / "Calib.toml", rig)
+    cfg = from_dict(PipelineConfig, {
+        "sources": [{"name": c.name, "uri": f"{c.name}.mp4"} for c in rig] + [{"name": "lobby", "uri": "x.mp4"}],
+        "outputs": {"dir": str(tmp_path / "out")},
+        "threed": {"calibration": str(tmp_path / "Calib.toml"), "formats": ["trc", "bvh"], **threed},
+    })  # fmt: skip
+    group = triangulation_group(cfg)
+    assert group == [c.name for c in rig]  # the lobby camera is not in the calibration
+    return rig, LiveMocap(cfg, group, {c.name: 10.0 for c in rig})
+
+
+def test_live_mocap_gathers_moments_and_never_waits_for_a_dead_camera(tmp_path):
+    """Four live cameras' results arriving out of step (up to 20 ms apart in capture time, in any order): one
+    moment per frame from all four; then cam4 dies: after `max_skew_s` of silence the moments go on without it;
+    keypoints_3d.jsonl and a TRC and BVH per person come out."""
+    rig, live = mocap(tmp_path, 4)
+    assert abs(live.max_skew_s - 0.05) < 1e-9  # half a frame at 10 frames/s
+    rng = np.random.default_rng(3)
+    clock = 100.0
+    for i in range(30):
+        poses = crossing(i / FPS)
+        order = rng.permutation(len(rig))
+        for c in order if i < 20 else [o for o in order if rig[o].name != "cam4"]:
+            keypoints, scores = S.seen_by(rig[c], poses, rng)
+            clock += 0.002
+            live.add(rig[c].name, i / FPS + rng.uniform(0, 0.02), keypoints, scores, arrived=clock)
+        clock += 0.06  # the next frame's results come a frame later: a silent camera's wait runs out meanwhile
+        live.poll(clock)
+    live.flush()
+    live.close()
+    records = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
+    assert len(records) == 30 and live.moments == 30
+    assert [r["views"] for r in records] == [["cam1", "cam2", "cam3", "cam4"]] * 20 + [["cam1", "cam2", "cam3"]] * 10
+    assert all(len(r["people"]) == 3 for r in records) and live.missing["cam4"] == 10
+    assert live.summary()["people"] == 3
+    files = sorted(p.name for p in (tmp_path / "out" / "3d" / "tracks_3d").iterdir())
+    assert files == [f"person_000{i}.{ext}" for i in (1, 2, 3) for ext in ("bvh", "trc")]
+
+
+def test_a_file_camera_that_lags_is_waited_for(tmp_path):
+    """Files are never stalled, only behind: a camera whose results all come after the others' still joins every
+    moment."""
+    rig, live = mocap(tmp_path, 2)
+    live.live = {c.name: False for c in rig}
+    rng = np.random.default_rng(4)
+    for c in rig:  # all of cam1, then all of cam2
+        for i in range(10):
+            keypoints, scores = S.seen_by(c, [S.walking(i / FPS)], rng)
+            live.add(c.name, i / FPS, keypoints, scores, arrived=float(i))
+    live.flush()
+    live.close()
+    records = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
+    assert [r["views"] for r in records] == [["cam1", "cam2"]] * 10

@@ -39,6 +39,7 @@ from ..errors import Sapiens2StreamError
 from ..io.mqtt import MqttClient
 from .device import resolve_device, resolve_dtype
 from .engine import InferenceEngine
+from .live_mocap import LiveMocap, triangulation_group
 from .numbers import DROP_REASONS, StageTimes
 from .observer import Observer
 from .planner import Planner
@@ -123,6 +124,9 @@ class Pipeline:
         if on_result is not None:
             self.observe(ResultCallback(self, on_result))
         self.monitor = self.observe(Monitor(self, rt.metrics)) if rt.metrics.port is not None else None
+        group = triangulation_group(cfg)  # several calibrated cameras: live motion capture in OUTPUT/3d/
+        rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
+        self.mocap = self.observe(LiveMocap(cfg, group, rates)) if group else None
 
     def observe(self, observer: Observer) -> Observer:
         """Attach an observer (before `run`)."""
@@ -360,6 +364,7 @@ class Pipeline:
             "live_batch_sizes": dict(sorted(self.planner.live_sizes.items())),
             "threads": self.thread_census,  # by kind, as the run ended
             "events": self.engine.events,
+            **({"live_mocap": self.mocap.summary()} if self.mocap is not None else {}),
         }
 
 

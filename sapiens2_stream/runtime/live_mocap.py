@@ -1,0 +1,194 @@
+"""Live motion capture in a run: the sources of one calibrated group triangulated as their results arrive (the
+`threed:` section with a calibration naming two cameras or more).
+
+Each camera's results wait in a queue by capture time (a live camera's wall clock at capture, a file's own
+timestamps). The earliest waiting result anchors a moment; every other camera gives its result nearest that time
+within `max_skew_s` (default: half the fastest camera's frame interval), and the moment is made as soon as each
+camera has either shown a later result or stayed silent for `max_skew_s` since the anchor arrived: a stalled or
+dead camera never holds the others back longer than that, and it counts as missing in the status. The moment goes
+through `threed.Triangulator` and out to OUTPUT/3d/keypoints_3d.jsonl (world frame of the calibration, metres),
+the VMC and OSC targets, and at the end TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import defaultdict, deque
+from pathlib import Path
+
+import numpy as np
+
+from ..config import PipelineConfig
+from ..errors import Sapiens2StreamError
+from ..export.motion3d import write_track
+from ..export.vmc import OscSender
+from ..threed import Triangulator
+from ..threed.calibration import read_calibration
+from .observer import Observer
+
+WAKE_S = 0.01  # how often waiting moments are looked at when no camera says anything
+
+def triangulation_group(cfg: PipelineConfig) -> list[str]:
+    """The sources triangulated together: `threed.cameras`, else every source the calibration names (none when
+    fewer than two)."""
+    t = cfg.threed
+    if not t.calibration or not cfg.sources:
+        return []
+    names = [s.name for s in cfg.sources]
+    cameras = read_calibration(t.calibration)
+    group = list(t.cameras) if t.cameras else [n for n in names if n in cameras]
+    missing = [n for n in group if n not in cameras or n not in names]
+    if missing:
+        raise Sapiens2StreamError(f"threed.cameras: {', '.join(missing)} not both a source and a camera of "
+                                  f"{t.calibration}")  # fmt: skip
+    return group if len(group) >= 2 else []
+
+
+class LiveMocap(Observer):
+    def __init__(self, cfg: PipelineConfig, group: list[str], rates: dict[str, float | None]) -> None:
+        t = cfg.threed
+        cameras = read_calibration(t.calibration)
+        self.group = group
+        self.triangulator = Triangulator({name: cameras[name] for name in group})
+        fastest = max((r for r in rates.values() if r), default=25.0)
+        self.max_skew_s = 0.5 / fastest if t.max_skew_s == "auto" else float(t.max_skew_s)
+        self.waiting: dict[str, deque] = {name: deque() for name in group}  # (time, keypoints, scores, arrived)
+        self.live: dict[str, bool] = {name: True for name in group}  # a file lags, it never stalls: wait for it
+        self.closed: set[str] = set()
+        self.running = False
+        self.lock = threading.Lock()
+        self.out_dir = Path(cfg.outputs.dir) / "3d"
+        self.formats = list(t.formats)
+        self.senders = [OscSender(t.vmc, "vmc")] if t.vmc else []
+        self.senders += [OscSender(t.osc, "osc")] if t.osc else []
+        self.rows: dict[int, list] = defaultdict(list)
+        self.fd: int | None = None
+        self.moments = 0
+        self.missing = {name: 0 for name in group}
+        self.latency_ms: deque[float] = deque(maxlen=1000)
+
+    # ------------------------------------------------------------------------------------------- observer
+
+    def started(self, pipeline) -> list:
+        self.running = True
+        return [self._waker()]
+
+    async def _waker(self) -> None:
+        """Moments whose cameras all went silent still come out, `max_skew_s` + `WAKE_S` late at most."""
+        import asyncio
+
+        while self.running:
+            await asyncio.sleep(WAKE_S)
+            self.poll()
+
+    def source_added(self, stream) -> None:
+        if stream.label in self.live:
+            self.live[stream.label] = stream.live
+
+    def source_closed(self, stream) -> None:
+        with self.lock:
+            self.closed.add(stream.label)
+        self.poll()
+
+    def result(self, result, stream) -> None:
+        if stream.label not in self.waiting:
+            return
+        when = result.frame.wall_s if stream.live else result.frame.pts_s
+        people = [p for p in result.people if p.keypoints is not None]
+        keypoints = np.array([p.smoothed if p.smoothed is not None else p.keypoints for p in people])
+        scores = np.array([p.keypoint_scores for p in people]).reshape(-1, 308)
+        self.add(stream.label, when, keypoints.reshape(-1, 308, 2), scores)
+
+    def ending(self) -> None:
+        self.running = False
+
+    def ended(self) -> None:
+        self.running = False
+        self.flush()
+        self.close()
+
+    # ------------------------------------------------------------------------------------------- moments
+
+    def add(self, camera: str, time_s: float, keypoints: np.ndarray, scores: np.ndarray,
+            arrived: float | None = None) -> None:  # fmt: skip
+        """One camera's result at capture time `time_s` (`arrived`: when it came, default now)."""
+        arrived = time.monotonic() if arrived is None else arrived
+        with self.lock:
+            self.waiting[camera].append((time_s, keypoints, scores, arrived))
+            self._make_ready(arrived)
+
+    def poll(self, now: float | None = None) -> None:
+        """Make the moments whose wait is over (a camera silent for `max_skew_s`)."""
+        with self.lock:
+            self._make_ready(time.monotonic() if now is None else now)
+
+    def flush(self) -> None:
+        """Every moment still waiting, with what there is (the end of input)."""
+        with self.lock:
+            self._make_ready(np.inf)
+
+    def _make_ready(self, now: float) -> None:
+        while True:
+            anchor = min((q[0] for q in self.waiting.values() if q), key=lambda r: r[0], default=None)
+            if anchor is None:
+                return
+            when, arrived = anchor[0], anchor[3]
+            waited = now - arrived >= self.max_skew_s
+            for name, queue in self.waiting.items():  # each camera: a later result shown, or no use waiting
+                if not (any(r[0] >= when for r in queue) or name in self.closed or (self.live[name] and waited)):
+                    return
+            views, latest = {}, arrived
+            for name, queue in self.waiting.items():
+                near = [r for r in queue if abs(r[0] - when) <= self.max_skew_s]
+                if near:
+                    chosen = min(near, key=lambda r: abs(r[0] - when))
+                    views[name] = (chosen[1], chosen[2])
+                    latest = max(latest, chosen[3])
+                    while queue and queue[0][0] <= chosen[0]:
+                        queue.popleft()
+                else:
+                    self.missing[name] += 1
+            self._moment(when, views, latest)
+
+    def _moment(self, when: float, views: dict, latest_arrival: float) -> None:
+        people = self.triangulator.update(when, {n: v for n, v in views.items() if len(v[0])})
+        self.moments += 1
+        for person in people:
+            self.rows[person.id].append((when, person.xyz, person.confidence))
+        for sender in self.senders:
+            sender.send(people, when)
+        self.latency_ms.append((time.monotonic() - latest_arrival) * 1000 if np.isfinite(latest_arrival) else 0.0)
+        self._write({"time": round(when, 6), "views": sorted(views), "people": [
+            {"id": p.id, "views": p.views, "error_px": None if not np.isfinite(p.error_px) else round(p.error_px, 2),
+             "keypoints_3d": [None if not np.isfinite(x).all() else [round(float(v), 4) for v in x] for x in p.xyz],
+             "confidence": [round(float(c), 4) for c in p.confidence]} for p in people]})  # fmt: skip
+
+    def _write(self, record: dict) -> None:
+        if self.fd is None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(self.out_dir / "keypoints_3d.jsonl", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(self.fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        folder = self.out_dir / "tracks_3d"
+        for person_id, rows in sorted(self.rows.items()):
+            if len(rows) < 2:
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            times = np.array([r[0] for r in rows])
+            xyz = np.array([r[1] for r in rows])
+            xyz[np.array([r[2] for r in rows]) <= 0] = np.nan
+            write_track(folder / f"person_{person_id:04d}", times, xyz, self.formats)
+
+    def summary(self) -> dict:
+        latency = np.array(self.latency_ms) if self.latency_ms else np.zeros(1)
+        return {"cameras": self.group, "max_skew_ms": round(self.max_skew_s * 1000, 1), "moments": self.moments,
+                "moments_missing": self.missing, "people": len(self.rows),
+                "latency_ms": {"p50": round(float(np.percentile(latency, 50)), 1),
+                               "p95": round(float(np.percentile(latency, 95)), 1)}}  # fmt: skip
