@@ -35,7 +35,8 @@ class ReconnectConfig:
 class SourceConfig:
     uri: str = ""  # video file, rtsp://..., webcam:0, lavfi:testsrc2=..., a folder or glob of images
     name: str = ""  # several sources: names the output folder OUTPUT/<name>/ (letters, digits, - and _)
-    kind: Literal["auto", "file", "stream", "webcam", "images", "lavfi"] = "auto"  # auto: from the uri
+    kind: Literal["auto", "file", "stream", "webcam", "images", "lavfi", "frames"] = "auto"  # auto: from the uri
+    # (frames: python:<n>, the Python API's own frames)
     width: int | None = None  # webcam capture size
     height: int | None = None  # webcam capture size
     fps: float | None = None  # webcam capture rate; the timestamp rate of image folders (default 30)
@@ -513,6 +514,14 @@ def load_config(
             raise Sapiens2StreamError(f"{path}: no such pipeline file (see the ready ones in pipelines/)")
         data = parse_yaml(p.read_text(), str(path))
         origin = str(path)
+    return config_from(data, overrides, source, output, origin)
+
+
+def config_from(
+    data: dict, overrides=(), source: str | list[str] | None = None, output: str | None = None,
+    origin: str = "configuration",
+) -> PipelineConfig:  # fmt: skip
+    """A validated configuration from YAML-shaped data: `overrides` ("key.path=value"), the source(s), the output."""
     if "source" in data and "sources" in data:
         raise Sapiens2StreamError(
             f"{origin}: both source: and sources: are given; use source: for one input or sources: for several"

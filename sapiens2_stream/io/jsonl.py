@@ -21,25 +21,7 @@ class JsonlSink(Sink):
         self.model_ids = model_ids
 
     def record(self, result) -> dict:
-        frame = result.frame
-        rec = {
-            "source": self.source_id, "frame": frame.index, "pts": round(frame.pts_s, PTS_DIGITS),
-            "wall": round(frame.wall_s, 3), "models": self.model_ids, "flip": result.flip,
-            "people": [
-                {
-                    "track_id": p.track_id, "box": rounded(p.box), "score": round(float(p.score), 4),
-                    "keypoints": rounded(p.keypoints), "keypoint_scores": rounded(p.keypoint_scores, SCORE_DIGITS),
-                    "keypoints_smoothed": rounded(p.smoothed),
-                    **({} if getattr(p, "keypoints_3d", None) is None else {
-                        "keypoints_3d": rounded_points(p.keypoints_3d, METRE_DIGITS), "keypoints_3d_frame": "camera",
-                        "keypoints_3d_confidence": rounded(p.keypoints_3d_confidence, SCORE_DIGITS)}),
-                }
-                for p in result.people
-            ],
-        }  # fmt: skip
-        if result.seg is not None:
-            rec["seg_pixels"] = seg_counts(result.seg)
-        return rec
+        return record(result, self.source_id, self.model_ids)
 
     def write(self, result) -> None:
         """One write call per line: a process killed at any moment leaves whole lines only."""
@@ -65,3 +47,26 @@ def parse_lines(data: bytes) -> tuple[list[dict], int]:
             break
         good_end = pos = end + 1
     return records, good_end
+
+
+def record(result, source_id: str, model_ids: dict[str, str]) -> dict:
+    """A result as its JSONL line's object (the Python API's `Result.to_dict()` too)."""
+    frame = result.frame
+    rec = {
+        "source": source_id, "frame": frame.index, "pts": round(frame.pts_s, PTS_DIGITS),
+        "wall": round(frame.wall_s, 3), "models": model_ids, "flip": result.flip,
+        "people": [
+            {
+                "track_id": p.track_id, "box": rounded(p.box), "score": round(float(p.score), 4),
+                "keypoints": rounded(p.keypoints), "keypoint_scores": rounded(p.keypoint_scores, SCORE_DIGITS),
+                "keypoints_smoothed": rounded(p.smoothed),
+                **({} if getattr(p, "keypoints_3d", None) is None else {
+                    "keypoints_3d": rounded_points(p.keypoints_3d, METRE_DIGITS), "keypoints_3d_frame": "camera",
+                    "keypoints_3d_confidence": rounded(p.keypoints_3d_confidence, SCORE_DIGITS)}),
+            }
+            for p in result.people
+        ],
+    }  # fmt: skip
+    if result.seg is not None:
+        rec["seg_pixels"] = seg_counts(result.seg)
+    return rec

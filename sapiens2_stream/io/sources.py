@@ -11,7 +11,7 @@ import glob
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sized
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -50,7 +50,33 @@ class SourceStats:
     last_frame_wall: float | None = None  # when the latest frame arrived (health checks)
 
 
+@dataclass
+class Feed:
+    """Frames from the caller's own code (the Python API): an iterable of HxWx3 uint8 arrays, or of (array,
+    seconds) pairs; `bgr`: the arrays are OpenCV's BGR; `fps`: the timestamps of bare arrays."""
+
+    frames: Iterable
+    bgr: bool = False
+    fps: float = DEFAULT_FPS
+
+
+FEEDS: dict[str, Feed] = {}  # python:<n> sources, by URI
+
+
+def register_feed(feed: Feed) -> str:
+    """The URI of a `Feed` as a source (`python:<n>`); `forget_feed` when its run is over."""
+    uri = f"python:{id(feed)}"
+    FEEDS[uri] = feed
+    return uri
+
+
+def forget_feed(uri: str) -> None:
+    FEEDS.pop(uri, None)
+
+
 def resolve_kind(uri: str) -> str:
+    if uri.startswith("python:"):
+        return "frames"
     if uri.startswith(STREAM_SCHEMES):
         return "stream"
     if uri.startswith(("webcam:", "/dev/video")) or uri.isdigit():
@@ -149,6 +175,12 @@ class Source:
             self._paths = image_paths(cfg.uri)
             self.total_frames = len(self._paths)
             self.fps = cfg.fps or DEFAULT_FPS
+        elif self.kind == "frames":
+            if cfg.uri not in FEEDS:
+                raise Sapiens2StreamError(f"{cfg.uri}: no such frame feed (python: sources come from the Python API)")
+            feed = FEEDS[cfg.uri]
+            self.fps = cfg.fps or feed.fps
+            self.total_frames = len(feed.frames) if isinstance(feed.frames, Sized) else None
         if self.total_frames is not None and cfg.max_frames is not None:
             self.total_frames = min(self.total_frames, cfg.max_frames)
 
@@ -207,6 +239,8 @@ class Source:
         stop = stop or threading.Event()
         if self.kind == "images":
             yield from self._image_frames(stop)
+        elif self.kind == "frames":
+            yield from self._feed_frames(stop)
         elif self.live:
             yield from self._live_frames(stop)
         else:
@@ -258,6 +292,22 @@ class Source:
             if turn != UPRIGHT:
                 self._note("photos shown upright as their EXIF orientation says")
             yield self._emit(i, i / self.fps, rgb)
+
+    def _feed_frames(self, stop: threading.Event) -> Iterator[Frame]:
+        feed = FEEDS[self.cfg.uri]
+        for i, item in enumerate(feed.frames):
+            if stop.is_set() or self._limit_reached(i):
+                return
+            picture, pts = item if isinstance(item, tuple) else (item, i / self.fps)
+            picture = np.asarray(picture)
+            if picture.ndim == 2:
+                picture = np.repeat(picture[..., None], 3, axis=2)
+            if picture.ndim != 3 or picture.shape[2] not in (3, 4) or picture.dtype != np.uint8:
+                raise Sapiens2StreamError(f"frame {i}: expected an HxWx3 uint8 picture, got {picture.dtype} "
+                                          f"{picture.shape}")  # fmt: skip
+            picture = picture[..., :3]
+            rgb = np.ascontiguousarray(picture[..., ::-1] if feed.bgr else picture)
+            yield self._emit(i, float(pts), rgb)
 
     def _decode(self, container: av.container.InputContainer) -> Iterator[av.VideoFrame]:
         stream = container.streams.video[0]
