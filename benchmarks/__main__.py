@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import (
+    api,
     console,
     fleet,
     live,
@@ -25,6 +26,7 @@ from benchmarks import (
     smoothing,
     temporal,
     threed,
+    triangulate,
 )
 from benchmarks.common import print_table
 
@@ -40,11 +42,13 @@ def main() -> None:
         smoothing,
         temporal,
         threed,
+        triangulate,
         pipeline,
         live,
         multi_source,
         fleet,
         console,
+        api,
     ):
         rows += module.run()
     rows += model_forward.run_compiled()
