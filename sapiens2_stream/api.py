@@ -70,6 +70,7 @@ class Result:
     pointmap: np.ndarray | None = None
     raw: FrameResult | None = field(default=None, repr=False)  # the pipeline's own result
     models: dict = field(default_factory=dict, repr=False)
+    skipped: int = 0  # buffer="latest": results dropped since the one before this (the consumer was slower)
 
     keypoint_names = pose_metadata().names
     skeleton = pose_metadata().skeleton
@@ -237,10 +238,12 @@ class Run:
 
     def results(self) -> Iterator[Result]:
         self.thread.start()
+        counted = 0
         while True:
             item = self.queue.get()
             if item is END:
                 break
+            item.skipped, counted = self.dropped - counted, self.dropped
             yield item
         self.thread.join()
         if self.error is not None:

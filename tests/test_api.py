@@ -98,24 +98,27 @@ def test_errors_reach_the_caller_typed(tiny_dir, tmp_path):
 
 def test_a_slow_consumer_of_a_live_source(tiny_dir):
     """A 10 frames/s camera read by a consumer taking 0.3 s a result: with buffer="latest" each result it gets is
-    fresh (under a second old) and the ones it missed are counted; with "all" it gets every one, in order."""
+    fresh (under a second old) and the ones it missed are counted (`skipped`); with "all" it gets every one, in
+    order."""
     camera = "lavfi:testsrc2=size=320x240:rate=10,realtime"
     session = s2.Sapiens2(**options(tiny_dir))
     try:
         for buffer in ("latest", "all"):
-            got, ages = [], []
+            got, ages, skipped = [], [], 0
             results = session.stream(camera, buffer=buffer)
             for result in results:
                 ages.append(time.time() - result.raw.frame.wall_s)
                 got.append(result.frame_index)
+                skipped += result.skipped
                 time.sleep(0.3)
                 if len(got) == 8:
                     break
             results.close()
             if buffer == "latest":
                 assert max(ages[2:]) < 1.0 and got[-1] - got[0] > len(got) + 5, (got, ages)  # skipped ahead
+                assert skipped >= got[-1] - got[0] - len(got) + 1 - 2  # counted (a frame or two dropped earlier)
             else:
-                assert got == list(range(got[0], got[0] + 8))  # every result, none skipped
+                assert got == list(range(got[0], got[0] + 8)) and skipped == 0  # every result, none skipped
     finally:
         session.close()
     assert not api_threads()
