@@ -1,0 +1,325 @@
+"""What happened: zones, lines, dwell, crowding and falls as events, from tracked people's keypoints.
+
+    from sapiens2_stream.events import EventRules
+    rules = EventRules({"zones": {...}, "lines": {...}, "poses": {...}}, frame_size=(w, h))
+    events = rules.update(time_s, [(track_id, keypoints [308, 2], scores [308], box_xyxy), ...])
+    rules.counts()    # {"zones": {name: occupancy}, "lines": {name: {"in": n, "out": m}}}
+
+- **Anchors.** Where a person is: `feet` (the mid-point of the confident ankles, heels and toes: where they stand,
+  whatever their arms or a bag do to the box), `hips`, `box_bottom`, `center`, or any keypoint by name. Polygons and
+  lines in pixels, or in 0-1 of the frame when every coordinate is within [0, 1].
+- **Zones.** `enter` when a person's anchor has been inside for `min_s`; `exit` (with `dwell_s`, from the first
+  frame inside to the first frame outside) when it has been outside for `min_s` or the track has been gone for
+  `patience_s`; `loitering` once per visit when the dwell passes `loitering_s`; `crowded` when more than
+  `max_people` are inside, `cleared` when no longer. The hysteresis (`min_s`) keeps someone standing on a
+  boundary from flooding events: a visit is one visit.
+- **Lines.** A person crosses when their anchor, within the segment's span, has been on one side and then stays on
+  the other for `min_s`, further than `margin_px` from the line (a dead band: standing on the line counts nothing,
+  turning back before crossing counts nothing). `in` is from the right of the directed line (start -> end, as drawn
+  on the picture) to its left; `out` the other way; `in:` / `out:` name them in the events.
+- **Poses.** `fall`: the trunk goes from upright (within 30 degrees of vertical) to lying (beyond 60 degrees, or
+  shorter than 45% of its upright length: lying along the camera's view) with the hips dropping by a quarter of the
+  person's upright height, within `fall_s` (1.2 s), and stays down for `down_s` (0.6 s; the event's time is when
+  the trunk reached lying): sitting down keeps the trunk upright, bending over keeps the hips up, lying down slowly
+  takes longer. `hands_up`: both wrists above the nose by a tenth of the person's height for `hands_s` (0.5 s),
+  once until they come down.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from itertools import count
+
+import numpy as np
+
+from ..errors import Sapiens2StreamError
+from ..models.metadata import pose_metadata
+
+FEET = ("left_ankle", "right_ankle", "left_heel", "right_heel", "left_big_toe", "right_big_toe", "left_small_toe",
+        "right_small_toe")  # fmt: skip
+ANCHORS = ("feet", "hips", "box_bottom", "center")
+MIN_SCORE = 0.3
+
+
+def ids(*names: str) -> list[int]:
+    index = {n: i for i, n in enumerate(pose_metadata().names)}
+    return [index[n] for n in names]
+
+
+def anchor_point(kind: str, keypoints: np.ndarray, scores: np.ndarray, box: np.ndarray) -> np.ndarray | None:
+    """Where a person is by `kind` (see the module), or None when its keypoints are not confident."""
+    x0, y0, x1, y1 = box
+    if kind == "box_bottom":
+        return np.array([(x0 + x1) / 2, y1])
+    if kind == "center":
+        return np.array([(x0 + x1) / 2, (y0 + y1) / 2])
+    chosen = ids(*FEET) if kind == "feet" else ids("left_hip", "right_hip") if kind == "hips" else ids(kind)
+    sure = [k for k in chosen if scores[k] >= MIN_SCORE]
+    return keypoints[sure].mean(0) if sure else None
+
+
+def in_polygon(point: np.ndarray, polygon: np.ndarray) -> bool:
+    """Even-odd rule."""
+    x, y = point
+    inside = False
+    for (x0, y0), (x1, y1) in zip(polygon, np.roll(polygon, -1, axis=0), strict=True):
+        if (y0 > y) != (y1 > y) and x < x0 + (y - y0) * (x1 - x0) / (y1 - y0):
+            inside = not inside
+    return inside
+
+
+def crosses_itself(polygon: np.ndarray) -> bool:
+    edges = list(zip(polygon, np.roll(polygon, -1, axis=0), strict=True))
+
+    def side(a, b, c) -> float:
+        return float(np.sign((b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])))
+
+    for i, (a, b) in enumerate(edges):
+        for j, (c, d) in enumerate(edges):
+            if abs(i - j) > 1 and {i, j} != {0, len(edges) - 1}:
+                if side(a, b, c) * side(a, b, d) < 0 and side(c, d, a) * side(c, d, b) < 0:
+                    return True
+    return False
+
+
+@dataclass
+class Zone:
+    name: str
+    polygon: np.ndarray
+    anchor: str = "feet"
+    loitering_s: float | None = None
+    max_people: int | None = None
+    min_s: float = 0.3
+    inside: dict = field(default_factory=dict)  # track -> (entered at, loitering said)
+    pending: dict = field(default_factory=dict)  # track -> (state it is moving to, since)
+    crowded: bool = False
+
+
+@dataclass
+class Line:
+    name: str
+    start: np.ndarray
+    end: np.ndarray
+    anchor: str = "feet"
+    in_name: str = "in"
+    out_name: str = "out"
+    min_s: float = 0.2
+    margin_px: float = 4.0
+    side: dict = field(default_factory=dict)  # track -> the side it is counted on (+1 left, -1 right)
+    pending: dict = field(default_factory=dict)  # track -> (new side, since)
+    counts: dict = field(default_factory=lambda: {"in": 0, "out": 0})
+
+
+@dataclass
+class PoseState:
+    history: deque = field(default_factory=lambda: deque(maxlen=120))  # (time, trunk angle, hip y, height)
+    upright_height: float | None = None
+    upright_trunk: float | None = None  # the shoulders-to-hips length in the picture while upright
+    fallen_at: float | None = None  # when the fall began (last upright with the hips up)
+    down_since: float | None = None  # when the trunk reached lying
+    fall_said: bool = False
+    hands_since: float | None = None
+    hands_said: bool = False
+
+
+class EventRules:
+    def __init__(self, config: dict, frame_size: tuple[int, int], patience_s: float = 1.0) -> None:
+        config = dict(config or {})
+        self.frame_size = frame_size
+        self.patience_s = patience_s
+        self.zones = [self._zone(n, z) for n, z in (config.pop("zones", None) or {}).items()]
+        self.lines = [self._line(n, v) for n, v in (config.pop("lines", None) or {}).items()]
+        poses = dict(config.pop("poses", None) or {})
+        self.fall, self.hands_up = bool(poses.pop("fall", False)), bool(poses.pop("hands_up", False))
+        self.fall_s, self.down_s = float(poses.pop("fall_s", 1.2)), float(poses.pop("down_s", 0.6))
+        self.hands_s = float(poses.pop("hands_s", 0.5))
+        for rest, where in ((config, "events"), (poses, "events.poses")):
+            if rest:
+                raise Sapiens2StreamError(f"{where}: unknown key(s) {', '.join(sorted(rest))}")
+        self.poses: dict[int, PoseState] = {}
+        self.last_seen: dict[int, float] = {}
+        self.ids = count(1)
+
+    # ------------------------------------------------------------------------------------------- setup
+
+    def _points(self, points, where: str, least: int) -> np.ndarray:
+        p = np.asarray(points, np.float64)
+        if p.ndim != 2 or p.shape[1] != 2 or len(p) < least:
+            raise Sapiens2StreamError(f"{where}: expected at least {least} [x, y] points")
+        if (p >= 0).all() and (p <= 1).all():  # fractions of the frame
+            p = p * np.asarray(self.frame_size, np.float64)
+        return p
+
+    def _anchor(self, value, where: str) -> str:
+        names = pose_metadata().names
+        if value not in ANCHORS and value not in names:
+            raise Sapiens2StreamError(f"{where}.anchor: {value!r} is not one of {', '.join(ANCHORS)} or a keypoint")
+        return value
+
+    def _zone(self, name: str, spec: dict) -> Zone:
+        spec, where = dict(spec), f"events.zones.{name}"
+        polygon = self._points(spec.pop("polygon", None), f"{where}.polygon", 3)
+        if crosses_itself(polygon):
+            raise Sapiens2StreamError(f"{where}.polygon: its edges cross each other")
+        zone = Zone(name, polygon, self._anchor(spec.pop("anchor", "feet"), where), spec.pop("loitering_s", None),
+                    spec.pop("max_people", None), float(spec.pop("min_s", 0.3)))  # fmt: skip
+        if spec:
+            raise Sapiens2StreamError(f"{where}: unknown key(s) {', '.join(sorted(spec))}")
+        return zone
+
+    def _line(self, name: str, spec: dict) -> Line:
+        spec, where = dict(spec), f"events.lines.{name}"
+        start, end = self._points(spec.pop("points", None), f"{where}.points", 2)[:2]
+        anchor = self._anchor(spec.pop("anchor", "feet"), where)
+        line = Line(name, start, end, anchor, str(spec.pop("in", "in")), str(spec.pop("out", "out")),
+                    float(spec.pop("min_s", 0.2)), float(spec.pop("margin_px", 4.0)))  # fmt: skip
+        if spec:
+            raise Sapiens2StreamError(f"{where}: unknown key(s) {', '.join(sorted(spec))}")
+        return line
+
+    # ------------------------------------------------------------------------------------------- a frame
+
+    def update(self, time_s: float, people: list) -> list[dict]:
+        events: list[dict] = []
+        seen = set()
+        for track_id, keypoints, scores, box in people:
+            seen.add(track_id)
+            self.last_seen[track_id] = time_s
+            keypoints, scores, box = np.asarray(keypoints), np.asarray(scores), np.asarray(box, np.float64)
+            for zone in self.zones:
+                point = anchor_point(zone.anchor, keypoints, scores, box)
+                if point is not None:
+                    self._zone_step(zone, track_id, time_s, in_polygon(point, zone.polygon), events)
+            for line in self.lines:
+                point = anchor_point(line.anchor, keypoints, scores, box)
+                if point is not None:
+                    self._line_step(line, track_id, time_s, point, events)
+            if self.fall or self.hands_up:
+                self._pose_step(track_id, time_s, keypoints, scores, box, events)
+        for track_id, last in list(self.last_seen.items()):  # gone longer than the tracker's patience: it left
+            if track_id not in seen and time_s - last > self.patience_s:
+                for zone in self.zones:
+                    if track_id in zone.inside:
+                        self._exit(zone, track_id, last, events)
+                    zone.pending.pop(track_id, None)
+                for line in self.lines:
+                    line.side.pop(track_id, None)
+                    line.pending.pop(track_id, None)
+                self.poses.pop(track_id, None)
+                del self.last_seen[track_id]
+        for zone in self.zones:
+            self._crowding(zone, time_s, events)
+        return events
+
+    def _event(self, kind: str, track_id: int | None, time_s: float, **fields) -> dict:
+        return {"id": next(self.ids), "kind": kind, "track_id": track_id, "time_s": round(time_s, 6), **fields}
+
+    def _zone_step(self, zone: Zone, track_id: int, time_s: float, inside: bool, events: list) -> None:
+        was = track_id in zone.inside
+        if inside == was:
+            zone.pending.pop(track_id, None)
+        else:
+            state, since = zone.pending.setdefault(track_id, (inside, time_s))
+            if time_s - since >= zone.min_s:
+                zone.pending.pop(track_id)
+                if inside:
+                    zone.inside[track_id] = [since, False]
+                    events.append(self._event("enter", track_id, since, zone=zone.name))
+                else:
+                    self._exit(zone, track_id, since, events)
+        if track_id in zone.inside and zone.loitering_s is not None and not zone.inside[track_id][1]:
+            dwell = time_s - zone.inside[track_id][0]
+            if dwell >= zone.loitering_s:
+                zone.inside[track_id][1] = True
+                events.append(self._event("loitering", track_id, time_s, zone=zone.name, dwell_s=round(dwell, 3)))
+
+    def _exit(self, zone: Zone, track_id: int, time_s: float, events: list) -> None:
+        entered, _ = zone.inside.pop(track_id)
+        events.append(self._event("exit", track_id, time_s, zone=zone.name, dwell_s=round(time_s - entered, 3)))
+
+    def _crowding(self, zone: Zone, time_s: float, events: list) -> None:
+        if zone.max_people is None:
+            return
+        crowded = len(zone.inside) > zone.max_people
+        if crowded != zone.crowded:
+            zone.crowded = crowded
+            events.append(self._event("crowded" if crowded else "cleared", None, time_s, zone=zone.name,
+                                      people=len(zone.inside)))  # fmt: skip
+
+    def _line_step(self, line: Line, track_id: int, time_s: float, point: np.ndarray, events: list) -> None:
+        direction = line.end - line.start
+        length = np.linalg.norm(direction)
+        along = float((point - line.start) @ direction) / length**2
+        across = float(direction[0] * (point[1] - line.start[1]) - direction[1] * (point[0] - line.start[0])) / length
+        if not 0.0 <= along <= 1.0 or abs(across) < line.margin_px:
+            line.pending.pop(track_id, None)  # beyond the segment's ends, or on the line: nothing decided
+            return
+        side = -1 if across > 0 else 1  # image y points down: positive cross product is the right of start->end
+        counted = line.side.get(track_id)
+        if counted is None:
+            line.side[track_id] = side
+        elif side == counted:
+            line.pending.pop(track_id, None)
+        else:
+            new, since = line.pending.setdefault(track_id, (side, time_s))
+            if time_s - since >= line.min_s:
+                line.pending.pop(track_id)
+                line.side[track_id] = side
+                direction_name = "in" if side == 1 else "out"
+                line.counts[direction_name] += 1
+                events.append(self._event("crossing", track_id, since, line=line.name, direction=direction_name,
+                                          to=line.in_name if side == 1 else line.out_name,
+                                          counts=dict(line.counts)))  # fmt: skip
+
+    def _pose_step(self, track_id, time_s, keypoints, scores, box, events) -> None:
+        state = self.poses.setdefault(track_id, PoseState())
+        shoulders, hips, wrists, nose = ids("left_shoulder", "right_shoulder"), ids("left_hip", "right_hip"), \
+            ids("left_wrist", "right_wrist"), ids("nose")[0]  # fmt: skip
+        if (scores[shoulders + hips] < MIN_SCORE).any():
+            return
+        trunk = keypoints[shoulders].mean(0) - keypoints[hips].mean(0)
+        angle = float(np.degrees(np.arctan2(abs(trunk[0]), -trunk[1])))  # 0: upright (shoulders above the hips)
+        hip_y = float(keypoints[hips, 1].mean())
+        height, length = float(box[3] - box[1]), float(np.linalg.norm(trunk))
+        if angle < 30 and (state.upright_trunk is None or length > 0.7 * state.upright_trunk):
+            state.upright_height = height if state.upright_height is None else 0.9 * state.upright_height + 0.1 * height
+            state.upright_trunk = length if state.upright_trunk is None else 0.9 * state.upright_trunk + 0.1 * length
+        if state.upright_trunk and length < 0.45 * state.upright_trunk:
+            angle = 90.0  # the trunk seen end-on: lying along the camera's view (a fall away from or towards it)
+        state.history.append((time_s, angle, hip_y))
+        if self.fall:
+            self._fall(state, track_id, time_s, angle, hip_y, events)
+        if self.hands_up and state.upright_height:
+            up = (scores[wrists] >= MIN_SCORE).all() and scores[nose] >= MIN_SCORE and \
+                (keypoints[wrists, 1] < keypoints[nose, 1] - 0.1 * state.upright_height).all()  # fmt: skip
+            if not up:
+                state.hands_since, state.hands_said = None, False
+            else:
+                state.hands_since = state.hands_since if state.hands_since is not None else time_s
+                if not state.hands_said and time_s - state.hands_since >= self.hands_s:
+                    state.hands_said = True
+                    events.append(self._event("hands_up", track_id, state.hands_since))
+
+    def _fall(self, state: PoseState, track_id, time_s, angle, hip_y, events) -> None:
+        if angle < 60:  # not lying (any more)
+            state.fallen_at, state.down_since, state.fall_said = None, None, False
+            return
+        if state.down_since is None:
+            state.down_since = time_s
+        if state.fallen_at is None and time_s - state.down_since <= self.fall_s:
+            # lying: was the person upright, hips well higher, less than fall_s before the trunk went down? (the hips
+            # may still be dropping in the first frames down)
+            for when, was_angle, was_hip in reversed(state.history):
+                if state.down_since - when > self.fall_s:
+                    break
+                if was_angle < 30 and state.upright_height and hip_y - was_hip > state.upright_height / 4:
+                    state.fallen_at = when
+                    break
+        if state.fallen_at is not None and not state.fall_said and time_s - state.down_since >= self.down_s:
+            state.fall_said = True
+            events.append(self._event("fall", track_id, state.down_since, started_s=round(state.fallen_at, 6)))
+
+    def counts(self) -> dict:
+        return {"zones": {z.name: len(z.inside) for z in self.zones},
+                "lines": {line.name: dict(line.counts) for line in self.lines}}  # fmt: skip

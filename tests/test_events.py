@@ -1,0 +1,205 @@
+"""Events (`sapiens2_stream.events.EventRules`) on synthetic people with known tracks: capsule bodies of
+tests/scenes3d.py seen by a pinhole camera 4 m away, their 308 keypoints projected; crossings cross-checked with
+supervision's LineZone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sapiens2_stream.errors import Sapiens2StreamError
+from sapiens2_stream.events import EventRules
+from sapiens2_stream.threed.body import index
+from tests import scenes3d as S
+
+FPS = 10
+CAM = S.camera()
+IDS = index()
+LINE_U = float(CAM.project(np.array([0.0, 0.0, 0.0]))[0])  # the image column of the world's x = 0
+
+
+def rotated(points: dict, pivot: np.ndarray, axis: np.ndarray, angle: float, names=None) -> dict:
+    """Joints rotated by `angle` about a horizontal `axis` through `pivot` (Rodrigues); `names`: only those."""
+    axis = axis / np.linalg.norm(axis)
+    k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    r = np.eye(3) + np.sin(angle) * k + (1 - np.cos(angle)) * k @ k
+    return {n: (pivot + r @ (p - pivot)) if names is None or n in names else p for n, p in points.items()}
+
+
+UPPER = ("torso_high", "head", "nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder",
+         "right_shoulder", "left_elbow", "right_elbow", "left_wrist", "right_wrist")  # fmt: skip
+
+
+def seen(pose: S.Pose, tilt: float = 0.0, tilt_towards: float = 0.0, bend: float = 0.0, bag_px: float = 0.0):
+    """(keypoints [308, 2], scores [308], box xyxy) of a body: tilted as a whole about its feet towards the heading
+    `tilt_towards` (a fall, lying down), or bent at the hips (picking something up); `bag_px` widens its box to the
+    right (a bag, an arm out) without moving any keypoint."""
+    joints = S.skeleton(pose)
+    feet = np.array([pose.x, pose.y, 0.0])
+    if bend:
+        forward = np.array([-np.sin(pose.yaw), -np.cos(pose.yaw), 0.0])
+        hips = (joints["left_hip"] + joints["right_hip"]) / 2
+        joints = rotated(joints, hips, np.cross([0.0, 0.0, 1.0], forward), bend, UPPER)
+    if tilt:
+        towards = np.array([np.cos(tilt_towards), np.sin(tilt_towards), 0.0])
+        joints = rotated(joints, feet, np.cross([0.0, 0.0, 1.0], towards), tilt)
+    keypoints, scores = np.zeros((308, 2)), np.zeros(308)
+    for name, point in joints.items():
+        if name in IDS:
+            keypoints[IDS[name]], scores[IDS[name]] = CAM.project(point), 0.9
+    seen_points = keypoints[scores > 0]
+    box = np.r_[seen_points.min(0) - 5, seen_points.max(0) + 5]
+    box[2] += bag_px
+    return keypoints, scores, box
+
+
+def play(rules: EventRules, tracks: dict, seconds: float) -> list[dict]:
+    """Every event of `tracks` ({track id: t -> seen(...) or None}) over `seconds` at FPS."""
+    events = []
+    for i in range(int(seconds * FPS)):
+        t = i / FPS
+        people = [(tid, *found) for tid, track in tracks.items() if (found := track(t)) is not None]
+        events += rules.update(t, people)
+    return events
+
+
+def walker(start_x: float, speed: float, y: float = 0.0):
+    return lambda t: seen(S.walking(t, speed=speed, start_x=start_x, y=y, yaw=-np.pi / 2 if speed > 0 else np.pi / 2))
+
+
+def feet_offset(pose: S.Pose) -> float:
+    """How far in front of the body's x its feet's mid-point is (heels and toes: the toes point ahead)."""
+    joints = S.skeleton(pose)
+    return float(np.mean([joints[n][0] for n in ("left_heel", "right_heel", "left_big_toe", "right_big_toe",
+                                                 "left_small_toe", "right_small_toe")]) - pose.x)  # fmt: skip
+
+
+def stopper(t: float):  # walks to the line, stands with its feet on it for two seconds, goes back
+    on_line = -feet_offset(S.Pose(yaw=-np.pi / 2))
+    x = -1.2 + 0.6 * min(t, 2.0) if t < 4 else on_line - 0.6 * (t - 4)
+    return seen(S.Pose(x=min(x, on_line), yaw=-np.pi / 2 if t < 4 else np.pi / 2))
+
+
+def turner(t: float):  # walks towards the line and turns back 20 cm before it
+    x = -1.2 + 0.5 * t if t < 2 else -0.2 - 0.5 * (t - 2)
+    return seen(S.walking(t, speed=0.0, start_x=x, yaw=-np.pi / 2 if t < 2 else np.pi / 2))
+
+
+def test_crossings_counted_exactly_both_ways_and_agree_with_supervision():
+    """Two people crossing left to right, one right to left, one stopping on the line for two seconds and going
+    back, one turning back before it: exactly 2 + 1 crossings, with direction; supervision's LineZone over the
+    same people's boxes counts the same."""
+    import supervision as sv
+
+    line = {"points": [[LINE_U, 0], [LINE_U, 480]], "in": "shop", "out": "street"}
+    tracks = {1: walker(-1.5, 0.6), 2: walker(-1.8, 0.5, y=0.5), 3: walker(1.5, -0.6, y=-0.4), 4: stopper,
+              5: turner}  # fmt: skip
+    rules = EventRules({"lines": {"door": line}}, frame_size=(640, 480))
+    events = play(rules, tracks, 6.0)
+    crossings = [(e["track_id"], e["direction"], e["to"]) for e in events if e["kind"] == "crossing"]
+    assert sorted(crossings) == [(1, "in", "shop"), (2, "in", "shop"), (3, "out", "street")], crossings
+    assert rules.counts()["lines"]["door"] == {"in": 2, "out": 1}
+
+    zone = sv.LineZone(start=sv.Point(LINE_U, 0), end=sv.Point(LINE_U, 480), minimum_crossing_threshold=2)
+    for i in range(60):
+        people = [(tid, *found) for tid, track in tracks.items() if (found := track(i / FPS)) is not None]
+        boxes = np.array([p[3] for p in people], np.float32)
+        zone.trigger(sv.Detections(xyxy=boxes, tracker_id=np.array([p[0] for p in people])))
+    assert sorted([zone.in_count, zone.out_count]) == [1, 2]
+
+
+def test_the_feet_anchor_ignores_a_box_that_crosses_when_the_feet_do_not():
+    """Someone standing 30 cm left of the line with a bag out to their right: the box's bottom centre crosses,
+    the feet do not."""
+    line = {"points": [[LINE_U, 0], [LINE_U, 480]]}
+    bag = 0.9 * CAM.intrinsics[0, 0] / 4.0  # 90 cm at 4 m, in pixels
+
+    def track(t):
+        return seen(S.Pose(x=-0.3), bag_px=bag if t >= 1 else 0.0)
+
+    for anchor, crossings in (("feet", 0), ("box_bottom", 1)):
+        rules = EventRules({"lines": {"door": {**line, "anchor": anchor}}}, frame_size=(640, 480))
+        assert sum(e["kind"] == "crossing" for e in play(rules, {1: track}, 3.0)) == crossings, anchor
+
+
+def test_zones_enter_exit_dwell_loitering_and_crowding():
+    """A zone on the floor between x = -0.5 and 0.5 m: a walker enters and leaves with the dwell it spent there
+    (within one frame interval of its true one); someone standing in it for 5 s loiters once; with three inside
+    and max_people 2 it is crowded, then cleared when the walker leaves."""
+    corners = [CAM.project(np.array([x, y, 0.0])) for x, y in ((-0.5, -1.0), (0.5, -1.0), (0.5, 1.0), (-0.5, 1.0))]
+    rules = EventRules({"zones": {"counter": {"polygon": [list(c) for c in corners], "loitering_s": 2.0,
+                                              "max_people": 2, "min_s": 0.2}}}, frame_size=(640, 480))  # fmt: skip
+    tracks = {1: walker(-1.5, 0.6), 2: lambda t: seen(S.Pose(x=0.1, y=0.3)), 3: lambda t: seen(S.Pose(x=-0.2, y=-0.5))}
+    events = play(rules, tracks, 5.0)
+    walker_events = [e for e in events if e["track_id"] == 1]
+    kinds = [e["kind"] for e in walker_events]
+    assert kinds == ["enter", "exit"], kinds
+    feet_x = [np.mean([S.skeleton(S.walking(i / FPS, speed=0.6, start_x=-1.5))[n][0] for n in ("left_heel",
+               "right_heel", "left_big_toe", "right_big_toe")]) for i in range(50)]  # fmt: skip
+    inside = [i / FPS for i, x in enumerate(feet_x) if -0.5 < x < 0.5]
+    true_dwell = inside[-1] + 1 / FPS - inside[0]
+    assert abs(walker_events[1]["dwell_s"] - true_dwell) <= 1 / FPS + 1e-9
+    loitering = [e for e in events if e["kind"] == "loitering"]
+    assert sorted(e["track_id"] for e in loitering) == [2, 3]  # once per visit, each
+    crowding = [(e["kind"], e["people"]) for e in events if e["kind"] in ("crowded", "cleared")]
+    assert crowding == [("crowded", 3), ("cleared", 2)]
+    assert rules.counts()["zones"]["counter"] == 2
+
+
+FALLS = {"forward": 0.0, "backward": np.pi, "sideways": np.pi / 2}
+
+
+@pytest.mark.parametrize("towards", list(FALLS), ids=list(FALLS))
+def test_falls_are_found_within_a_second(towards):
+    """Standing, then falling over in 0.6 s (forward, backward, sideways) and lying still: one fall event, said
+    within 1 s of reaching the floor."""
+    heading = -np.pi / 2 + FALLS[towards]  # the body faces -Y; a fall forward goes that way
+
+    def track(t):
+        angle = np.clip((t - 1.0) / 0.6, 0.0, 1.0) * np.radians(85)
+        return seen(S.Pose(), tilt=angle, tilt_towards=heading)
+
+    rules = EventRules({"poses": {"fall": True}}, frame_size=(640, 480))
+    said = []
+    for i in range(40):
+        t = i / FPS
+        said += [(t, e) for e in rules.update(t, [(1, *track(t))]) if e["kind"] == "fall"]
+    assert len(said) == 1
+    assert said[0][0] - 1.6 <= 1.0  # reached the floor at 1.6 s
+
+
+@pytest.mark.parametrize("activity", ["walking", "sitting down", "bending over", "lying down slowly"])
+def test_no_fall_in_everyday_movement(activity):
+    def track(t):
+        if activity == "walking":
+            return seen(S.walking(t, start_x=-1.0))
+        if activity == "sitting down":
+            return seen(S.Pose(crouch=0.6 * np.clip(t - 1, 0, 1)))
+        if activity == "bending over":
+            return seen(S.Pose(), bend=np.radians(80) * np.clip(1 - abs(t - 2.0), 0, 1))
+        return seen(S.Pose(), tilt=np.radians(85) * np.clip((t - 1) / 4.0, 0, 1), tilt_towards=0.0)
+
+    rules = EventRules({"poses": {"fall": True}}, frame_size=(640, 480))
+    assert not [e for e in play(rules, {1: track}, 6.0) if e["kind"] == "fall"]
+
+
+def test_hands_up_once_until_they_come_down():
+    def track(t):
+        up = 1.0 <= t < 2.5 or t >= 3.5
+        return seen(S.Pose(arm=(np.pi, np.pi) if up else (0.0, 0.0), elbow=(0.0, 0.0)))
+
+    rules = EventRules({"poses": {"hands_up": True}}, frame_size=(640, 480))
+    times = [e["time_s"] for e in play(rules, {1: track}, 5.0) if e["kind"] == "hands_up"]
+    assert times == [1.0, 3.5]
+
+
+@pytest.mark.parametrize("config,message", [
+    ({"zones": {"a": {"polygon": [[0, 0], [1, 0]]}}}, "at least 3"),
+    ({"zones": {"a": {"polygon": [[0, 0], [1, 1], [1, 0], [0, 1]]}}}, "cross each other"),
+    ({"lines": {"a": {"points": [[0, 0], [1, 1]], "anchor": "elbow"}}}, "not one of"),
+    ({"zones": {"a": {"polygon": [[0, 0], [1, 0], [1, 1]], "loiter_s": 3}}}, "unknown key"),
+    ({"poses": {"falls": True}}, "unknown key"),
+])  # fmt: skip
+def test_bad_rules_say_what_is_wrong(config, message):
+    with pytest.raises(Sapiens2StreamError, match=message):
+        EventRules(config, frame_size=(640, 480))
