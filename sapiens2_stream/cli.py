@@ -171,6 +171,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .config import load_config
 
     config = load_config(args.pipeline, args.set, args.source, args.output)
+    if config.events:
+        from .events import EventRules
+
+        EventRules(config.events, frame_size=(1000, 1000))  # a bad zone or line is said here, not at the first frame
     models = ", ".join(f"{k}={v.source}" for k, v in config.enabled_models().items())
     inputs = ", ".join(f"{c.source.name}={c.source.uri}" if c.source.name else c.source.uri
                        for c in config.per_source())  # fmt: skip

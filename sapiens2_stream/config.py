@@ -314,6 +314,9 @@ class PipelineConfig:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
     threed: ThreeDConfig = field(default_factory=ThreeDConfig)
+    events: dict[str, Any] = field(default_factory=dict)  # zones, lines and poses: events.jsonl, MQTT TOPIC/events;
+    # see the site's page "Events" (`zones: {NAME: {polygon, anchor, loitering_s, max_people, min_s}}`, `lines: {NAME:
+    # {points, anchor, in, out}}`, `poses: {fall: on, hands_up: on}`)
     fleet: FleetConfig = field(default_factory=FleetConfig)
     name: str = "pipeline"  # names a single source in the summary, Prometheus and MQTT
 

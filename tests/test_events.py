@@ -203,3 +203,29 @@ def test_hands_up_once_until_they_come_down():
 def test_bad_rules_say_what_is_wrong(config, message):
     with pytest.raises(Sapiens2StreamError, match=message):
         EventRules(config, frame_size=(640, 480))
+
+
+def test_a_run_writes_its_events(tmp_path, tiny_dir):
+    """`events:` in a run: a zone over the whole picture (0-1 coordinates, box anchor) with room for one: both
+    people of the clip enter and it is crowded; events.jsonl holds them as whole lines, the summary the counts, and
+    `validate` refuses a broken rule with one line."""
+    import json
+
+    from sapiens2_stream.cli import main
+    from sapiens2_stream.io.synthetic import make_clip
+    from sapiens2_stream.runtime.pipeline import Pipeline
+    from tests.test_pipeline import config
+
+    clip = tmp_path / "walk.mp4"
+    make_clip(clip, frames=12, size=(240, 320), people=2)
+    zone = {"polygon": [[0, 0], [1, 0], [1, 1], [0, 1]], "anchor": "box_bottom", "max_people": 1, "min_s": 0.05}
+    summary = Pipeline(config(tmp_path, tiny_dir, clip, outputs={"video": {"enabled": False}},
+                              events={"zones": {"all": zone}})).run()  # fmt: skip
+    events = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").read_text().splitlines()]
+    assert sorted(e["kind"] for e in events) == ["crowded", "enter", "enter"]
+    assert all(e["source"] == "pipeline" and e["zone"] == "all" for e in events)
+    assert summary["sources"]["pipeline"]["event_counts"] == {"zones": {"all": 2}, "lines": {}}
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(f"source: {{uri: {clip}}}\nmodels: {{pose: {{source: {tiny_dir['pose']}}}}}\n"
+                      "events: {lines: {door: {points: [[0, 0]]}}}\n")  # fmt: skip
+    assert main(["validate", str(broken)]) == 2

@@ -34,6 +34,21 @@ class JsonlSink(Sink):
         os.close(self.fd)
 
 
+class EventLog(Sink):
+    """events.jsonl: one line per event (zones, lines, poses), each in one write call like results.jsonl."""
+
+    def __init__(self, path: Path, append: bool = False) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if append else os.O_TRUNC)
+        self.fd = os.open(path, flags, 0o644)
+
+    def write(self, result) -> None:
+        for event in result.events:
+            os.write(self.fd, (json.dumps(event, separators=(",", ":")) + "\n").encode())
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 def parse_lines(data: bytes) -> tuple[list[dict], int]:
     """The complete, valid JSON lines at the start of a JSONL's bytes, and where they end."""
     records, good_end, pos = [], 0, 0

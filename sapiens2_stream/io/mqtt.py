@@ -2,7 +2,8 @@
 
 - `TOPIC/frames`: one JSON message per written frame (source, frame, pts, wall, people with track id, box, score
   and keypoints as chosen, seg pixel counts when seg runs).
-- `TOPIC/events`: track started / ended (first and last time and box), source disconnected / reconnected.
+- `TOPIC/events`: track started / ended (first and last time and box), source disconnected / reconnected, and the
+  `events:` section's (enter, exit, loitering, crossing, crowded, cleared, fall, hands_up).
 - `status_topic`: a retained `online`, with `offline` as the last will (and sent at a normal end).
 
 One connection per process, shared by every source. The broker is never waited for: paho sends from its own
@@ -126,6 +127,8 @@ class MqttSink(Sink):
         if result.seg is not None:
             message["seg_pixels"] = seg_counts(result.seg)
         self._send(self.frames_topic, message)
+        for event in result.events:  # zones, lines, poses (the events: section)
+            self._send(self.events_topic, {"event": event["kind"], **event}, qos=1)
 
     def close(self) -> None:
         for track_id in list(self.tracks):

@@ -14,7 +14,7 @@ from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
 from ..models import task_spec
 from .display import DisplaySink
-from .jsonl import JsonlSink
+from .jsonl import EventLog, JsonlSink
 from .mqtt import MqttSink
 from .restream import RestreamSink
 from .segments import Segments
@@ -80,6 +80,8 @@ def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume, feed:
     sinks: list[Sink] = []
     if o.jsonl.enabled:
         sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append=resume is not None))
+    if cfg.events:
+        sinks.append(EventLog(out / "events.jsonl", append=resume is not None))
     if o.video.enabled:
         sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background, feed))
     if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):

@@ -1,6 +1,6 @@
 """The pipeline's stages, in the order a frame meets them. `STAGES` is the one list; a new stage goes into it.
 
-    take -> detect -> track -> infer || temporal -> smooth -> threed -> write
+    take -> detect -> track -> infer || temporal -> smooth -> threed -> events -> write
 
 Batch stages work on micro-batches of frames from every source (`Item`s); the pipeline runs them in lanes, each
 an asyncio task, a new lane starting at each stage marked `apart` (infer: detecting the next batch overlaps
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..events import EventRules
 from ..io.sink import as_recorded
 from ..io.sources import Frame
 from .results import FrameResult, Person
@@ -252,6 +253,28 @@ class ThreeD:
             stream.threed(result)
 
 
+class Events:
+    """The source's event rules (the `events:` section): zones, lines and poses on the smoothed keypoints; what they
+    find goes with the result to the sinks (events.jsonl, MQTT)."""
+
+    name, apart, per_source = "events", False, True
+
+    def __init__(self, run) -> None:
+        pass
+
+    def __call__(self, stream, result: FrameResult) -> None:
+        if not stream.cfg.events or result.replayed:
+            return
+        if stream.events is None:
+            h, w = result.frame.rgb.shape[:2]
+            stream.events = EventRules(stream.cfg.events, (w, h), stream.cfg.tracker.max_lost_s)
+        people = [(p.track_id, p.smoothed if p.smoothed is not None else p.keypoints, p.keypoint_scores,
+                   np.r_[p.box[:2], p.box[:2] + p.box[2:]])
+                  for p in result.people if p.keypoints is not None]  # fmt: skip
+        result.events = [{**e, "source": stream.label, "frame": result.frame.index}
+                         for e in stream.events.update(result.frame.pts_s, people)]  # fmt: skip
+
+
 class Write:
     """The source's sinks (files, window, re-stream, MQTT, ...), then whoever observes the run. A result redrawn
     by --resume goes only to the sinks that draw (its records were written by the interrupted run)."""
@@ -276,4 +299,4 @@ class Write:
             observer.result(result, stream)
 
 
-STAGES = (Take, Detect, Track, Infer, Temporal, Smooth, ThreeD, Write)
+STAGES = (Take, Detect, Track, Infer, Temporal, Smooth, ThreeD, Events, Write)

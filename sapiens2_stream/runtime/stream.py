@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
+from ..events import EventRules
 from ..io.outputs import SinkSetup, make_sinks
 from ..io.sink import Fenced
 from ..io.sources import LIVE_KINDS, Frame, Source, source_kind
@@ -67,6 +68,9 @@ class Stream:
         filtered = filtered_outputs(cfg)
         self.temporal = TemporalFilter(cfg.temporal, filtered) if filtered else None  # the dense outputs' filter
         self.threed = ThreeDRun(cfg, name or cfg.name) if cfg.lifts_3d() else None  # people in metres
+        if cfg.events:  # a bad rule is a configuration error: said now, not at the first frame
+            EventRules(cfg.events, frame_size=(1000, 1000))
+        self.events: EventRules | None = None  # the event rules (events:), made at the first result (frame size)
         if self.resumed is not None:
             self.tracking.resume(self.resumed, self.smoother)
         self.halt = threading.Event()  # stops this stream's reader (the run's stop, or the source removed)
@@ -301,6 +305,7 @@ class Stream:
             **({"outputs": outputs} if (outputs := self.output_stats()) else {}),
             **({"temporal": self.temporal.summary()} if self.temporal is not None else {}),
             **({"threed": self.threed.summary()} if self.threed is not None else {}),
+            **({"event_counts": self.events.counts()} if self.events is not None else {}),
             "events": self.source.stats.events[-10:],
         }
         if self.error is not None:
