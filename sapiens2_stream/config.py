@@ -225,6 +225,17 @@ class MqttOutput:
 
 
 @dataclass
+class WebhooksOutput:
+    """Every event (the `events:` section) as an HTTP POST of its JSON, from a queue that never slows the run."""
+
+    urls: list[str] = field(default_factory=list)  # where to POST; empty: no webhooks
+    queue: int = 1000  # events waiting per URL while a receiver is down; more drop the oldest (counted)
+    timeout_s: float = 5.0  # one POST's time limit
+    max_backoff_s: float = 10.0  # the longest wait between two tries of a failing URL
+    drain_s: float = 5.0  # at the end of a run, how long to keep delivering what is still queued
+
+
+@dataclass
 class Pose2SimOutput:
     """With several file sources: write a Pose2Sim project of the take to OUTPUT/pose2sim/ when the run ends."""
 
@@ -268,6 +279,7 @@ class OutputsConfig:
     virtual_camera: VirtualCameraOutput = field(default_factory=VirtualCameraOutput)
     stream: StreamOutput = field(default_factory=StreamOutput)
     mqtt: MqttOutput = field(default_factory=MqttOutput)
+    webhooks: WebhooksOutput = field(default_factory=WebhooksOutput)
     pose2sim: Pose2SimOutput = field(default_factory=Pose2SimOutput)
 
 

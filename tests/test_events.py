@@ -207,20 +207,43 @@ def test_bad_rules_say_what_is_wrong(config, message):
 
 def test_a_run_writes_its_events(tmp_path, tiny_dir):
     """`events:` in a run: a zone over the whole picture (0-1 coordinates, box anchor) with room for one: both
-    people of the clip enter and it is crowded; events.jsonl holds them as whole lines, the summary the counts, and
-    `validate` refuses a broken rule with one line."""
+    people of the clip enter and it is crowded; events.jsonl holds them as whole lines, a webhook receiver gets
+    them, /metrics counts them, the summary has the counts, and `validate` refuses a broken rule with one line."""
     import json
+    import urllib.request
 
     from sapiens2_stream.cli import main
     from sapiens2_stream.io.synthetic import make_clip
+    from sapiens2_stream.runtime.observer import Observer
     from sapiens2_stream.runtime.pipeline import Pipeline
     from tests.test_pipeline import config
 
     clip = tmp_path / "walk.mp4"
     make_clip(clip, frames=12, size=(240, 320), people=2)
     zone = {"polygon": [[0, 0], [1, 0], [1, 1], [0, 1]], "anchor": "box_bottom", "max_people": 1, "min_s": 0.05}
-    summary = Pipeline(config(tmp_path, tiny_dir, clip, outputs={"video": {"enabled": False}},
-                              events={"zones": {"all": zone}})).run()  # fmt: skip
+    receiver = Receiver()
+    receiver.start()
+    from tests.test_pipeline import free_port
+
+    port = free_port()
+    pipeline = Pipeline(config(tmp_path, tiny_dir, clip, events={"zones": {"all": zone}},
+                               outputs={"video": {"enabled": False},
+                                        "webhooks": {"urls": [f"http://127.0.0.1:{receiver.port}/hook"]}},
+                               runtime={"metrics": {"port": port}}))  # fmt: skip
+    metrics = []
+
+    class Scrape(Observer):  # /metrics as the last frame is written, while the run still serves it
+        def result(self, result, stream) -> None:
+            if result.frame.index == 11:
+                metrics.append(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read())
+
+    pipeline.observe(Scrape())
+    summary = pipeline.run()
+    receiver.stop()
+    assert sorted(b["kind"] for b in receiver.bodies) == ["crowded", "enter", "enter"]
+    text = metrics[0].decode()
+    assert 'sapiens2_zone_people{source="pipeline",zone="all"} 2.0' in text
+    assert 'sapiens2_events_total{kind="enter",source="pipeline"} 2.0' in text
     events = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").read_text().splitlines()]
     assert sorted(e["kind"] for e in events) == ["crowded", "enter", "enter"]
     assert all(e["source"] == "pipeline" and e["zone"] == "all" for e in events)
@@ -229,3 +252,80 @@ def test_a_run_writes_its_events(tmp_path, tiny_dir):
     broken.write_text(f"source: {{uri: {clip}}}\nmodels: {{pose: {{source: {tiny_dir['pose']}}}}}\n"
                       "events: {lines: {door: {points: [[0, 0]]}}}\n")  # fmt: skip
     assert main(["validate", str(broken)]) == 2
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1 that can be stopped and started again on the same port."""
+
+    def __init__(self) -> None:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.bodies: list[dict] = []
+        self.server = None
+
+    def start(self) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                receiver.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_webhooks_deliver_every_event_once_across_a_receiver_restart():
+    """300 events while the receiver is up, then down for a while, then up again: each arrives once, in order; a
+    queue of 50 with the receiver down for 80 more delivers the 50 newest (and the one it was trying, if any), the
+    others dropped and counted; writing never waits."""
+    import time
+    from types import SimpleNamespace
+
+    from sapiens2_stream.config import WebhooksOutput
+    from sapiens2_stream.io.webhooks import WebhookSink
+
+    receiver = Receiver()
+    receiver.start()
+    sink = WebhookSink(WebhooksOutput(urls=[f"http://127.0.0.1:{receiver.port}/hook"], queue=1000, max_backoff_s=0.3))
+    slowest = 0.0
+    for i in range(300):
+        if i == 100:
+            receiver.stop()
+        if i == 200:
+            receiver.start()
+        start = time.perf_counter()
+        sink.write(SimpleNamespace(events=[{"id": i, "kind": "enter"}]))
+        slowest = max(slowest, time.perf_counter() - start)
+        time.sleep(0.002)
+    sink.close()
+    receiver.stop()
+    assert [b["id"] for b in receiver.bodies] == list(range(300))
+    assert sink.stats()["sent"] == 300 and sink.stats()["failed"] > 0 and slowest < 0.01
+
+    receiver = Receiver()  # nobody listening yet: the bound
+    sink = WebhookSink(WebhooksOutput(urls=[f"http://127.0.0.1:{receiver.port}/hook"], queue=50, max_backoff_s=0.2))
+    for i in range(80):
+        sink.write(SimpleNamespace(events=[{"id": i, "kind": "enter"}]))
+    receiver.start()
+    sink.close()
+    receiver.stop()
+    got = [b["id"] for b in receiver.bodies]
+    assert got[-50:] == list(range(30, 80)) and len(got) in (50, 51) and len(set(got)) == len(got)
+    assert sink.stats()["dropped"] == 80 - len(got)

@@ -140,6 +140,7 @@ class EventRules:
         self.poses: dict[int, PoseState] = {}
         self.last_seen: dict[int, float] = {}
         self.ids = count(1)
+        self.totals: dict[str, int] = {}  # events so far, by kind
 
     # ------------------------------------------------------------------------------------------- setup
 
@@ -213,6 +214,7 @@ class EventRules:
         return events
 
     def _event(self, kind: str, track_id: int | None, time_s: float, **fields) -> dict:
+        self.totals[kind] = self.totals.get(kind, 0) + 1
         return {"id": next(self.ids), "kind": kind, "track_id": track_id, "time_s": round(time_s, 6), **fields}
 
     def _zone_step(self, zone: Zone, track_id: int, time_s: float, inside: bool, events: list) -> None:

@@ -32,6 +32,7 @@ from .video_sinks import (
     matte_composite,
 )
 from .virtualcam import VirtualCameraSink, camera_fps
+from .webhooks import WebhookSink
 
 
 def video_names(cfg: PipelineConfig) -> list[str]:
@@ -101,7 +102,7 @@ def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume, feed:
 def make_sinks(cfg: PipelineConfig, source, setup: SinkSetup) -> list[Sink]:
     """The sinks the configuration asks for: the files under outputs.dir (rolled into segment folders with
     outputs.segment_s), the live view's video when no annotated video is written, then the outputs that live for
-    the whole run: the display window, the virtual camera, the re-stream and the MQTT messages."""
+    the whole run: the display window, the virtual camera, the re-stream, the MQTT messages and the webhooks."""
     fence, resume, mqtt, feed = setup.fence, setup.resume, setup.mqtt, setup.feed
     o = cfg.outputs
     background = matting_background(o.matting.background) if cfg.models.matting is not None else GREEN_SCREEN
@@ -131,4 +132,6 @@ def make_sinks(cfg: PipelineConfig, source, setup: SinkSetup) -> list[Sink]:
         sinks.append(RestreamSink(o.stream.url.replace("{source}", name), source.fps, o.stream, shown))
     if mqtt is not None:
         sinks.append(MqttSink(mqtt, name, source))
+    if cfg.events and o.webhooks.urls:  # for the whole run, not per segment: one sending thread
+        sinks.append(WebhookSink(o.webhooks))
     return sinks

@@ -65,11 +65,32 @@ class RunCollector:
             fps.add_metric([label], numbers["processed_fps"])
             behind.add_metric([label], float(s.under_load()))
         yield from (dropped, outputs, people, fps, behind)
+        yield from event_metrics(streams)
         device = self.pipeline.loaded.device
         if device.type == "cuda":
             gpu = GaugeMetricFamily("sapiens2_gpu_memory_bytes", "GPU memory the models hold", labels=["device"])
             gpu.add_metric([str(device)], torch.cuda.memory_allocated(device))
             yield gpu
+
+
+def event_metrics(streams) -> list:
+    """Per source with `events:`: people in each zone, crossings of each line by direction, events by kind."""
+    zones = GaugeMetricFamily("sapiens2_zone_people", "people in each zone", labels=["source", "zone"])
+    lines = CounterMetricFamily("sapiens2_line_crossings", "crossings of each line, by direction",
+                                labels=["source", "line", "direction"])  # fmt: skip
+    kinds = CounterMetricFamily("sapiens2_events", "events by kind", labels=["source", "kind"])
+    for s in streams:
+        if s.events is None:
+            continue
+        counts = s.events.counts()
+        for zone, people in counts["zones"].items():
+            zones.add_metric([s.label, zone], people)
+        for line, directions in counts["lines"].items():
+            for direction, n in directions.items():
+                lines.add_metric([s.label, line, direction], n)
+        for kind, n in s.events.totals.items():
+            kinds.add_metric([s.label, kind], n)
+    return [zones, lines, kinds]
 
 
 REQUEST_TIMEOUT_S = 5.0  # a client that stops sending holds the metrics thread no longer than this
