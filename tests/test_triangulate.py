@@ -206,7 +206,16 @@ def test_a_run_with_calibrated_sources_writes_its_moments(tmp_path, tiny_dir):
         "outputs": {"dir": str(tmp_path / "out"), "video": {"enabled": False}},
         "threed": {"calibration": str(tmp_path / "Calib.toml")},
     })  # fmt: skip
-    summary = Pipeline(cfg).run()
+    pipeline = Pipeline(cfg)
+    published = []
+    pipeline.mocap.mqtt = type("Client", (), {"publish": lambda self, topic, message: published.append(topic)})()
+    summary = pipeline.run()
     lines = (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()
     assert len(lines) == 6 and all(json.loads(line)["views"] == ["cam1", "cam2"] for line in lines)
     assert summary["live_mocap"]["moments"] == 6 and summary["live_mocap"]["cameras"] == ["cam1", "cam2"]
+    assert published == ["sapiens2/3d"] * 6  # with outputs.mqtt, each moment on TOPIC/3d
+
+    from sapiens2_stream.runtime.prometheus import mocap_metrics
+
+    families = {f.name: f for f in mocap_metrics(pipeline.mocap)}
+    assert {"sapiens2_3d_people", "sapiens2_3d_latency_ms", "sapiens2_3d_moments_missing"} <= set(families)

@@ -7,7 +7,8 @@ within `max_skew_s` (default: half the fastest camera's frame interval), and the
 camera has either shown a later result or stayed silent for `max_skew_s` since the anchor arrived: a stalled or
 dead camera never holds the others back longer than that, and it counts as missing in the status. The moment goes
 through `threed.Triangulator` and out to OUTPUT/3d/keypoints_3d.jsonl (world frame of the calibration, metres),
-the VMC and OSC targets, and at the end TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/.
+MQTT (TOPIC/3d), the VMC and OSC targets, /metrics (people, views per person, reprojection error, latency), and at
+the end TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def triangulation_group(cfg: PipelineConfig) -> list[str]:
 
 
 class LiveMocap(Observer):
-    def __init__(self, cfg: PipelineConfig, group: list[str], rates: dict[str, float | None]) -> None:
+    def __init__(self, cfg: PipelineConfig, group: list[str], rates: dict[str, float | None], mqtt=None) -> None:
+        """`mqtt`: the run's MQTT client (outputs.mqtt): each moment also goes to TOPIC/3d ({source} as "3d")."""
         t = cfg.threed
         cameras = read_calibration(t.calibration)
         self.group = group
@@ -69,6 +71,8 @@ class LiveMocap(Observer):
         self.moments = 0
         self.missing = {name: 0 for name in group}
         self.latency_ms: deque[float] = deque(maxlen=1000)
+        self.mqtt, self.topic = mqtt, cfg.outputs.mqtt.topic.replace("{source}", "3d")
+        self.last = {"people": 0, "views_per_person": 0.0, "error_px": float("nan")}  # the latest moment, for /metrics
 
     # ------------------------------------------------------------------------------------------- observer
 
@@ -161,10 +165,16 @@ class LiveMocap(Observer):
         for sender in self.senders:
             sender.send(people, when)
         self.latency_ms.append((time.monotonic() - latest_arrival) * 1000 if np.isfinite(latest_arrival) else 0.0)
-        self._write({"time": round(when, 6), "views": sorted(views), "people": [
+        errors = [p.error_px for p in people if np.isfinite(p.error_px)]
+        self.last = {"people": len(people), "views_per_person": float(np.mean([len(p.views) for p in people]))
+                     if people else 0.0, "error_px": float(np.mean(errors)) if errors else float("nan")}  # fmt: skip
+        record = {"time": round(when, 6), "views": sorted(views), "people": [
             {"id": p.id, "views": p.views, "error_px": None if not np.isfinite(p.error_px) else round(p.error_px, 2),
              "keypoints_3d": [None if not np.isfinite(x).all() else [round(float(v), 4) for v in x] for x in p.xyz],
-             "confidence": [round(float(c), 4) for c in p.confidence]} for p in people]})  # fmt: skip
+             "confidence": [round(float(c), 4) for c in p.confidence]} for p in people]}  # fmt: skip
+        self._write(record)
+        if self.mqtt is not None:
+            self.mqtt.publish(self.topic, record)
 
     def _write(self, record: dict) -> None:
         if self.fd is None:

@@ -126,7 +126,7 @@ class Pipeline:
         self.monitor = self.observe(Monitor(self, rt.metrics)) if rt.metrics.port is not None else None
         group = triangulation_group(cfg)  # several calibrated cameras: live motion capture in OUTPUT/3d/
         rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
-        self.mocap = self.observe(LiveMocap(cfg, group, rates)) if group else None
+        self.mocap = self.observe(LiveMocap(cfg, group, rates, self.mqtt)) if group else None
 
     def observe(self, observer: Observer) -> Observer:
         """Attach an observer (before `run`)."""

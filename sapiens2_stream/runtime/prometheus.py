@@ -66,6 +66,8 @@ class RunCollector:
             behind.add_metric([label], float(s.under_load()))
         yield from (dropped, outputs, people, fps, behind)
         yield from event_metrics(streams)
+        if self.pipeline.mocap is not None:
+            yield from mocap_metrics(self.pipeline.mocap)
         device = self.pipeline.loaded.device
         if device.type == "cuda":
             gpu = GaugeMetricFamily("sapiens2_gpu_memory_bytes", "GPU memory the models hold", labels=["device"])
@@ -91,6 +93,30 @@ def event_metrics(streams) -> list:
         for kind, n in s.events.totals.items():
             kinds.add_metric([s.label, kind], n)
     return [zones, lines, kinds]
+
+
+def mocap_metrics(mocap) -> list:
+    """Live motion capture (several calibrated cameras): the latest moment's people, views per person and
+    reprojection error, the latency from a moment's last camera result to its 3-D result, moments each camera
+    missed."""
+    latest = mocap.last
+    out = []
+    for name, doc, value in (("people", "people triangulated in the latest moment", latest["people"]),
+                             ("views_per_person", "cameras per person in the latest moment",
+                              latest["views_per_person"]),
+                             ("reprojection_px", "mean reprojection error of the latest moment (px)",
+                              latest["error_px"]),
+                             ("latency_ms", "median time from a moment's last camera result to its 3-D result (ms)",
+                              mocap.summary()["latency_ms"]["p50"])):  # fmt: skip
+        family = GaugeMetricFamily(f"sapiens2_3d_{name}", doc)
+        family.add_metric([], value)
+        out.append(family)
+    missing = CounterMetricFamily("sapiens2_3d_moments_missing", "moments a camera had no result for",
+                                  labels=["camera"])  # fmt: skip
+    for camera, n in mocap.missing.items():
+        missing.add_metric([camera], n)
+    out.append(missing)
+    return out
 
 
 REQUEST_TIMEOUT_S = 5.0  # a client that stops sending holds the metrics thread no longer than this
