@@ -169,7 +169,9 @@ def rss_mb() -> float:
 
 
 def test_soak_live_path_bounded_memory_and_queues(tmp_path, tiny_dir):
-    """3000 frames from a live source that outruns the models: RSS and queue depths stay bounded."""
+    """3000 frames from a live source that outruns the models: RSS and queue depths stay bounded. How many frames
+    the models get to depends on the host (a busy one writes fewer): enough to see memory after the first 500 read
+    is all that matters here."""
     from sapiens2_stream.runtime.pipeline import Pipeline
 
     cfg = config(
@@ -182,11 +184,11 @@ def test_soak_live_path_bounded_memory_and_queues(tmp_path, tiny_dir):
     samples = []
     pipeline = Pipeline(cfg, on_result=lambda r, p: samples.append((p.source.stats.frames, rss_mb())))
     summary = source_summary(pipeline.run())
-    assert summary["frames_in"] == 3000 and summary["frames_out"] > 100
+    assert summary["frames_in"] == 3000 and summary["frames_out"] >= 30
     stream = pipeline.streams[0]
     assert stream.max_waiting <= 4 and stream.max_outbox <= 4
     warm = [rss for frames, rss in samples if frames >= 500]
-    assert warm and max(warm) - warm[0] < 100, (warm[0], max(warm))
+    assert len(warm) >= 10 and max(warm) - warm[0] < 100, (len(warm), warm[0], max(warm))
 
 
 def test_unreachable_camera_at_start(tmp_path, tiny_dir, capsys):
