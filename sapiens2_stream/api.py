@@ -255,6 +255,8 @@ class Run:
         if self.thread.is_alive():
             self.pipeline.request_stop()
             self.thread.join()
+        for stream in self.pipeline.streams:  # the run let its readers' threads end on their own: wait for them
+            stream.threads.shutdown(wait=True)
         for uri in self.feeds:
             forget_feed(uri)
         if self.temporary is not None:
