@@ -329,3 +329,20 @@ def test_webhooks_deliver_every_event_once_across_a_receiver_restart():
     got = [b["id"] for b in receiver.bodies]
     assert got[-50:] == list(range(30, 80)) and len(got) in (50, 51) and len(set(got)) == len(got)
     assert sink.stats()["dropped"] == 80 - len(got)
+
+
+def test_the_video_draws_zones_and_lines_with_their_counts():
+    """The annotated picture shows each zone's outline (red while crowded) and each line, with their counts."""
+    from types import SimpleNamespace
+
+    from sapiens2_stream.io.video_sinks import annotate
+    from sapiens2_stream.runtime.results import FrameResult
+
+    rules = EventRules({"zones": {"bay": {"polygon": [[20, 20], [120, 20], [120, 120], [20, 120]], "max_people": 0}},
+                        "lines": {"door": {"points": [[300, 0], [300, 240]]}}}, frame_size=(320, 240))  # fmt: skip
+    frame = SimpleNamespace(rgb=np.zeros((240, 320, 3), np.uint8), index=0, pts_s=0.0, wall_s=0.0)
+    quiet = annotate(FrameResult(frame, [], event_rules=rules), [], 0.3)
+    assert (quiet[20, 60] == [80, 200, 255]).all() and (quiet[120, 300] == [255, 220, 0]).all()
+    rules.zones[0].crowded = True
+    busy = annotate(FrameResult(frame, [], event_rules=rules), [], 0.3)
+    assert (busy[20, 60] == [255, 80, 60]).all()

@@ -121,3 +121,25 @@ def draw_views_3d(frame: np.ndarray, people: list, world: np.ndarray | None, thr
                 if ok[a] and ok[b]:
                     cv2.line(frame, tuple(_ints(pts[a])), tuple(_ints(pts[b])), color, 1, cv2.LINE_AA)
     return frame
+
+
+ZONE_COLOUR, LINE_COLOUR, BUSY_COLOUR = (80, 200, 255), (255, 220, 0), (255, 80, 60)
+
+
+def draw_rules(frame: np.ndarray, rules) -> np.ndarray:
+    """The event rules' zones (outlined, red while crowded, with their occupancy) and lines (with in / out counts),
+    in place. Returns `frame`."""
+    counts = rules.counts()
+    for zone in rules.zones:
+        colour = BUSY_COLOUR if zone.crowded else ZONE_COLOUR
+        points = _ints(zone.polygon).reshape(-1, 1, 2)
+        cv2.polylines(frame, [points], True, colour, 2, cv2.LINE_AA)
+        label, corner = f"{zone.name}: {counts['zones'][zone.name]}", tuple(_ints(zone.polygon.min(0) + [4, 16]))
+        cv2.putText(frame, label, corner, cv2.FONT_HERSHEY_SIMPLEX, 0.45, colour, 1, cv2.LINE_AA)
+    for line in rules.lines:
+        cv2.line(frame, tuple(_ints(line.start)), tuple(_ints(line.end)), LINE_COLOUR, 2, cv2.LINE_AA)
+        c = counts["lines"][line.name]
+        label = f"{line.name}: {line.in_name} {c['in']} / {line.out_name} {c['out']}"
+        cv2.putText(frame, label, tuple(_ints((line.start + line.end) / 2 + [6, 0])), cv2.FONT_HERSHEY_SIMPLEX, 0.45,
+                    LINE_COLOUR, 1, cv2.LINE_AA)  # fmt: skip
+    return frame

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..processing.dense import composite
-from .draw import depth_image, draw_box, draw_pose, draw_seg, draw_views_3d, normals_image
+from .draw import depth_image, draw_box, draw_pose, draw_rules, draw_seg, draw_views_3d, normals_image
 from .sink import Sink
 from .video_feed import VideoFeed
 from .video_writer import VideoWriter
@@ -45,6 +45,8 @@ def annotate(result, draw: list[str], threshold: float, background=GREEN_SCREEN)
             draw_pose(img, kp, p.keypoint_scores, threshold)
     if "view_3d" in draw:
         draw_views_3d(img, result.people, result.world_from_camera, threshold)
+    if getattr(result, "event_rules", None) is not None:
+        draw_rules(img, result.event_rules)
     return img
 
 

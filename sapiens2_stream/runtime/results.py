@@ -36,6 +36,7 @@ class FrameResult:
     pointmap: np.ndarray | None = None  # [H, W, 3] float32
     flip: dict[str, bool] = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)  # what the events stage found in this frame (`events:`)
+    event_rules: object = None  # the source's EventRules (zones and lines to draw, with their counts)
     world_from_camera: np.ndarray | None = None  # [4, 4] the threed stage's world frame so far (None: not yet)
     pictures: dict = field(default_factory=dict)  # pictures made once per result, shared by the outputs (read-only)
     replayed: bool = False  # drawn again by --resume from its recorded result (the videos lacked it)

@@ -273,6 +273,7 @@ class Events:
                   for p in result.people if p.keypoints is not None]  # fmt: skip
         result.events = [{**e, "source": stream.label, "frame": result.frame.index}
                          for e in stream.events.update(result.frame.pts_s, people)]  # fmt: skip
+        result.event_rules = stream.events
 
 
 class Write:
