@@ -346,3 +346,35 @@ def test_the_video_draws_zones_and_lines_with_their_counts():
     rules.zones[0].crowded = True
     busy = annotate(FrameResult(frame, [], event_rules=rules), [], 0.3)
     assert (busy[20, 60] == [255, 80, 60]).all()
+
+
+def test_events_and_retained_counts_through_a_real_mqtt_broker(tmp_path, tiny_dir):
+    """With outputs.mqtt, a real mosquitto: the events on TOPIC/events, the zone's occupancy on TOPIC/zones/<zone>,
+    retained, so a subscriber that connects after the run still gets it."""
+    from sapiens2_stream.io.synthetic import make_clip
+    from sapiens2_stream.runtime.pipeline import Pipeline
+    from tests.test_integrations import MOSQUITTO, Subscriber, start_broker, wait_until
+    from tests.test_pipeline import config, free_port
+
+    if not MOSQUITTO:
+        pytest.skip("needs Debian's mosquitto (.ci/run installs it)")
+    clip = tmp_path / "walk.mp4"
+    make_clip(clip, frames=12, size=(240, 320), people=2)
+    port = free_port()
+    broker = start_broker(tmp_path / "broker", port)
+    try:
+        early = Subscriber(port)
+        zone = {"polygon": [[0, 0], [1, 0], [1, 1], [0, 1]], "anchor": "box_bottom", "max_people": 1, "min_s": 0.05}
+        outputs = {"video": {"enabled": False}, "mqtt": {"host": "127.0.0.1", "port": port}}
+        Pipeline(config(tmp_path, tiny_dir, clip, events={"zones": {"all": zone}}, outputs=outputs)).run()
+        wait_until(lambda: len([m for _, m in early.on("sapiens2/pipeline/events") if "zone" in m]) >= 3, 10,
+                   "the events")  # fmt: skip
+        kinds = sorted(m["event"] for _, m in early.on("sapiens2/pipeline/events") if "zone" in m)
+        assert kinds == ["crowded", "enter", "enter"]
+        early.close()
+        late = Subscriber(port)
+        wait_until(lambda: late.on("sapiens2/pipeline/zones/all"), 10, "the retained occupancy")
+        assert late.on("sapiens2/pipeline/zones/all")[-1][1] == {"people": 2}
+        late.close()
+    finally:
+        broker.terminate()

@@ -3,7 +3,9 @@
 - `TOPIC/frames`: one JSON message per written frame (source, frame, pts, wall, people with track id, box, score
   and keypoints as chosen, seg pixel counts when seg runs).
 - `TOPIC/events`: track started / ended (first and last time and box), source disconnected / reconnected, and the
-  `events:` section's (enter, exit, loitering, crossing, crowded, cleared, fall, hands_up).
+  `events:` section's (enter, exit, loitering, crossing, crowded, cleared, fall, hands_up);
+- `TOPIC/zones/<zone>` (`{"people": n}`) and `TOPIC/lines/<line>` (`{"in": n, "out": m}`), retained, when they
+  change.
 - `status_topic`: a retained `online`, with `offline` as the last will (and sent at a normal end).
 
 One connection per process, shared by every source. The broker is never waited for: paho sends from its own
@@ -54,10 +56,10 @@ class MqttClient:
         if not reason_code.is_failure:
             client.publish(self.cfg.status_topic, "online", qos=1, retain=True)
 
-    def publish(self, topic: str, message: dict, qos: int | None = None) -> bool:
+    def publish(self, topic: str, message: dict, qos: int | None = None, retain: bool = False) -> bool:
         """Queue a message; False when paho's queue is full (the broker has been away too long): dropped."""
         data = json.dumps(message, separators=(",", ":"))
-        info = self.client.publish(topic, data, qos=self.cfg.qos if qos is None else qos)
+        info = self.client.publish(topic, data, qos=self.cfg.qos if qos is None else qos, retain=retain)
         return info.rc != self.queue_full
 
     def close(self) -> None:
@@ -77,15 +79,16 @@ class MqttSink(Sink):
     def __init__(self, client: MqttClient, source_name: str, source) -> None:
         topic = client.cfg.topic.replace("{source}", source_name)
         self.client, self.name = client, source_name
-        self.frames_topic, self.events_topic = f"{topic}/frames", f"{topic}/events"
+        self.topic, self.frames_topic, self.events_topic = topic, f"{topic}/frames", f"{topic}/events"
+        self.counted: dict[str, object] = {}  # the zone occupancies and line counts last published (retained)
         self.keypoints = client.cfg.keypoints
         self.coco = list(pose_metadata().coco17)
         self.tracks: dict[int, dict] = {}  # open tracks: first and last time and box
         self.sent = self.dropped = 0
         source.listeners.append(self._source_event)
 
-    def _send(self, topic: str, message: dict, qos: int | None = None) -> None:
-        if self.client.publish(topic, message, qos):
+    def _send(self, topic: str, message: dict, qos: int | None = None, retain: bool = False) -> None:
+        if self.client.publish(topic, message, qos, retain):
             self.sent += 1
         else:
             self.dropped += 1
@@ -129,6 +132,14 @@ class MqttSink(Sink):
         self._send(self.frames_topic, message)
         for event in result.events:  # zones, lines, poses (the events: section)
             self._send(self.events_topic, {"event": event["kind"], **event}, qos=1)
+        if result.events and result.event_rules is not None:  # the counts, retained: a new subscriber sees them
+            counts = result.event_rules.counts()
+            for kind, values in (("zones", counts["zones"]), ("lines", counts["lines"])):
+                for name, value in values.items():
+                    if self.counted.get(f"{kind}/{name}") != value:
+                        self.counted[f"{kind}/{name}"] = value
+                        message = {"people": value} if kind == "zones" else dict(value)
+                        self._send(f"{self.topic}/{kind}/{name}", message, qos=1, retain=True)
 
     def close(self) -> None:
         for track_id in list(self.tracks):
