@@ -208,11 +208,13 @@ def test_bad_rules_say_what_is_wrong(config, message):
 def test_a_run_writes_its_events(tmp_path, tiny_dir):
     """`events:` in a run: a zone over the whole picture (0-1 coordinates, box anchor) with room for one: both
     people of the clip enter and it is crowded; events.jsonl holds them as whole lines, a webhook receiver gets
-    them, /metrics counts them, the summary has the counts, and `validate` refuses a broken rule with one line."""
+    them, /metrics counts them, the summary has the counts, the console lists them (GET /api/v1/events?since=),
+    and `validate` refuses a broken rule with one line."""
     import json
     import urllib.request
 
     from sapiens2_stream.cli import main
+    from sapiens2_stream.console.pipeline_backend import PipelineConsole
     from sapiens2_stream.io.synthetic import make_clip
     from sapiens2_stream.runtime.observer import Observer
     from sapiens2_stream.runtime.pipeline import Pipeline
@@ -225,17 +227,21 @@ def test_a_run_writes_its_events(tmp_path, tiny_dir):
     receiver.start()
     from tests.test_pipeline import free_port
 
-    port = free_port()
+    port, console = free_port(), free_port()
     pipeline = Pipeline(config(tmp_path, tiny_dir, clip, events={"zones": {"all": zone}},
                                outputs={"video": {"enabled": False},
                                         "webhooks": {"urls": [f"http://127.0.0.1:{receiver.port}/hook"]}},
-                               runtime={"metrics": {"port": port}}))  # fmt: skip
-    metrics = []
+                               runtime={"metrics": {"port": port}, "console": {"port": console}}))  # fmt: skip
+    pipeline.observe(PipelineConsole(pipeline))
+    metrics, listed = [], []
 
-    class Scrape(Observer):  # /metrics as the last frame is written, while the run still serves it
+    class Scrape(Observer):  # /metrics and the console's events as the last frame is written, while they serve
         def result(self, result, stream) -> None:
             if result.frame.index == 11:
                 metrics.append(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read())
+                for since in (0, 2):
+                    url = f"http://127.0.0.1:{console}/api/v1/events?since={since}"
+                    listed.append(json.loads(urllib.request.urlopen(url).read()))
 
     pipeline.observe(Scrape())
     summary = pipeline.run()
@@ -244,6 +250,8 @@ def test_a_run_writes_its_events(tmp_path, tiny_dir):
     text = metrics[0].decode()
     assert 'sapiens2_zone_people{source="pipeline",zone="all"} 2.0' in text
     assert 'sapiens2_events_total{kind="enter",source="pipeline"} 2.0' in text
+    assert [e["seq"] for e in listed[0]] == [1, 2, 3] and [e["seq"] for e in listed[1]] == [3]
+    assert sorted(e["kind"] for e in listed[0]) == ["crowded", "enter", "enter"]
     events = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").read_text().splitlines()]
     assert sorted(e["kind"] for e in events) == ["crowded", "enter", "enter"]
     assert all(e["source"] == "pipeline" and e["zone"] == "all" for e in events)

@@ -137,6 +137,7 @@ class Console:
             Route("/console.js", self.page("console.js", "text/javascript")),
             Route("/api/v1/sources", self.list_sources, methods=["GET"]),
             Route("/api/v1/threads", self.threads, methods=["GET"]),
+            Route("/api/v1/events", self.events, methods=["GET"]),
             Route("/api/v1/sources", self.add_source, methods=["POST"]),
             Route("/api/v1/sources/{name}", self.one_source, methods=["GET"]),
             Route("/api/v1/sources/{name}", self.remove_source, methods=["DELETE"]),
@@ -207,6 +208,14 @@ class Console:
     async def threads(self, request: Request) -> Response:
         """The process's threads by kind (a leak shows as a kind that keeps growing)."""
         return JSONResponse(census())
+
+    async def events(self, request: Request) -> Response:
+        """The latest events (zones, lines, poses) numbered by `seq`: `?since=N` gives those after N."""
+        try:
+            since = int(request.query_params.get("since", "0"))
+        except ValueError:
+            return JSONResponse({"error": "since: expected a whole number"}, 400)
+        return JSONResponse(self.backend.events(since))
 
     async def one_source(self, request: Request) -> Response:
         return self.guarded(lambda: JSONResponse(self.status(request.path_params["name"])))
