@@ -46,6 +46,8 @@ class SourceConfig:
     max_frames: int | None = None  # stop after this many frames
     start_frame: int = 0  # files: skip frames before this index (--resume); live: the first frame's index (a
     # camera continued on another fleet worker keeps its numbering)
+    events: dict[str, Any] | None = None  # this camera's own zones, lines and poses (replacing the pipeline's
+    # `events:` for it; each camera has its own picture)
 
 
 @dataclass
@@ -344,7 +346,7 @@ class PipelineConfig:
         """One single-source configuration per input. Named sources (`sources:`) write to OUTPUT/<name>/; the
         single `source:` writes to OUTPUT/ itself."""
         if self.sources is None:
-            return [self]
+            return [self if self.source.events is None else dataclasses.replace(self, events=self.source.events)]
         return [self.for_source(src) for src in self.sources]
 
     def named(self, default: str = "cam1") -> PipelineConfig:
@@ -357,7 +359,8 @@ class PipelineConfig:
     def for_source(self, src: SourceConfig) -> PipelineConfig:
         """The single-source configuration of the named source `src`: its outputs in OUTPUT/<name>/."""
         outputs = dataclasses.replace(self.outputs, dir=str(Path(self.outputs.dir) / src.name))
-        return dataclasses.replace(self, source=src, sources=None, outputs=outputs)
+        events = self.events if src.events is None else src.events
+        return dataclasses.replace(self, source=src, sources=None, outputs=outputs, events=events)
 
 
 # ---------------------------------------------------------------------------------------------- validation

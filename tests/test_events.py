@@ -193,6 +193,19 @@ def test_hands_up_once_until_they_come_down():
     assert times == [1.0, 3.5]
 
 
+def test_each_camera_may_have_its_own_rules():
+    """`events:` under a source replaces the pipeline's for that camera (each has its own picture)."""
+    from sapiens2_stream.config import PipelineConfig, from_dict
+
+    door = {"lines": {"door": {"points": [[0.5, 0], [0.5, 1]]}}}
+    bay = {"zones": {"bay": {"polygon": [[0, 0], [1, 0], [1, 1]]}}}
+    sources = [{"name": "a", "uri": "a.mp4"}, {"name": "b", "uri": "b.mp4", "events": bay}]
+    cfg = from_dict(PipelineConfig, {"sources": sources, "events": door})
+    assert [c.events for c in cfg.per_source()] == [door, bay]
+    single = from_dict(PipelineConfig, {"source": {"uri": "a.mp4", "events": bay}, "events": door})
+    assert single.per_source()[0].events == bay
+
+
 @pytest.mark.parametrize("config,message", [
     ({"zones": {"a": {"polygon": [[0, 0], [1, 0]]}}}, "at least 3"),
     ({"zones": {"a": {"polygon": [[0, 0], [1, 1], [1, 0], [0, 1]]}}}, "cross each other"),
@@ -254,6 +267,10 @@ def test_a_run_writes_its_events(tmp_path, tiny_dir):
     assert sorted(e["kind"] for e in listed[0]) == ["crowded", "enter", "enter"]
     events = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").read_text().splitlines()]
     assert sorted(e["kind"] for e in events) == ["crowded", "enter", "enter"]
+    import cv2
+
+    snapshot = cv2.imread(str(tmp_path / "out" / events[0]["snapshot"]))  # the annotated frame it happened in
+    assert snapshot is not None and snapshot.shape == (240, 320, 3)
     assert all(e["source"] == "pipeline" and e["zone"] == "all" for e in events)
     assert summary["sources"]["pipeline"]["event_counts"] == {"zones": {"all": 2}, "lines": {}}
     broken = tmp_path / "broken.yaml"

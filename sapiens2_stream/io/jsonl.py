@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+import cv2
+
 from .sink import METRE_DIGITS, PTS_DIGITS, SCORE_DIGITS, Sink, rounded, rounded_points, seg_counts
 
 
@@ -35,14 +37,27 @@ class JsonlSink(Sink):
 
 
 class EventLog(Sink):
-    """events.jsonl: one line per event (zones, lines, poses), each in one write call like results.jsonl."""
+    """events.jsonl: one line per event (zones, lines, poses), each in one write call like results.jsonl, and a
+    snapshot of the frame it happened in (the annotated picture, `snapshots/frame_NNNNNN.jpg`, named in the event
+    as `snapshot`, relative to the run's folder, before MQTT and webhooks send it)."""
 
-    def __init__(self, path: Path, append: bool = False) -> None:
+    def __init__(self, path: Path, picture, append: bool = False) -> None:
+        """`picture(result)`: the annotated RGB picture of a result."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if append else os.O_TRUNC)
         self.fd = os.open(path, flags, 0o644)
+        self.folder, self.picture = path.parent, picture
 
     def write(self, result) -> None:
+        if not result.events:
+            return
+        name = f"snapshots/frame_{result.frame.index:06d}.jpg"
+        (self.folder / "snapshots").mkdir(exist_ok=True)
+        ok, jpeg = cv2.imencode(".jpg", cv2.cvtColor(self.picture(result), cv2.COLOR_RGB2BGR),
+                                [cv2.IMWRITE_JPEG_QUALITY, 85])  # fmt: skip
+        if ok:
+            (self.folder / name).write_bytes(jpeg.tobytes())
         for event in result.events:
+            event["snapshot"] = name if ok else None
             os.write(self.fd, (json.dumps(event, separators=(",", ":")) + "\n").encode())
 
     def close(self) -> None:

@@ -82,7 +82,8 @@ def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume, feed:
     if o.jsonl.enabled:
         sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append=resume is not None))
     if cfg.events:
-        sinks.append(EventLog(out / "events.jsonl", append=resume is not None))
+        picture = lambda r: annotated(r, layers(o.video), o.video.keypoint_threshold, background)  # noqa: E731
+        sinks.append(EventLog(out / "events.jsonl", picture, append=resume is not None))
     if o.video.enabled:
         sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background, feed))
     if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
