@@ -105,15 +105,15 @@ def test_killed_batch_resumes_without_redoing_finished_videos(tmp_path, clips, s
         assert (out / final[video]["output"] / "results.jsonl").stat().st_mtime_ns == stamp  # not redone
 
 
+def start_local_ray(ray) -> None:
+    """A local Ray instance of 2 CPUs (no cluster runs here), workers at normal priority as with --ray local."""
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             _system_config={"worker_niceness": 0})  # fmt: skip
+
+
 def test_ray_batch_on_a_local_instance(tmp_path, clips, spec):
     ray = pytest.importorskip("ray")  # part of the dev extra; skipped only where a user installed without it
-    ray.init(
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,  # not a cluster running here
-        _system_config={"worker_niceness": 0},
-    )  # as --ray local: workers at normal priority
+    start_local_ray(ray)
     try:
         config = load_config(spec)
         summary = run_batch(config, [str(c) for c in clips], str(tmp_path / "ray"), ray_address="auto", workers=2)
@@ -131,13 +131,7 @@ def test_ray_batch_survives_a_worker_killed_mid_video(tmp_path, clips, spec):
     ray = pytest.importorskip("ray")
     long = tmp_path / "long.mp4"
     make_clip(long, frames=120, size=(240, 320), people=2)
-    ray.init(
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,  # not a cluster running here
-        _system_config={"worker_niceness": 0},
-    )  # as --ray local: workers at normal priority
+    start_local_ray(ray)
     box, killed = {}, []
 
     def kill_one_mid_video():

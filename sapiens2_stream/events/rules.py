@@ -59,6 +59,20 @@ def anchor_point(kind: str, keypoints: np.ndarray, scores: np.ndarray, box: np.n
     return keypoints[sure].mean(0) if sure else None
 
 
+def settled(pending: dict, track_id: int, changed: bool, time_s: float, min_s: float) -> float | None:
+    """Hysteresis: while a track's state differs from the one it is counted in (`changed`), when that began, once
+    it has held for `min_s` (then forgotten: the caller counts the new state); None before that. A return to the
+    counted state forgets it."""
+    if not changed:
+        pending.pop(track_id, None)
+        return None
+    since = pending.setdefault(track_id, time_s)
+    if time_s - since < min_s:
+        return None
+    del pending[track_id]
+    return since
+
+
 def in_polygon(point: np.ndarray, polygon: np.ndarray) -> bool:
     """Even-odd rule."""
     x, y = point
@@ -92,7 +106,7 @@ class Zone:
     max_people: int | None = None
     min_s: float = 0.3
     inside: dict = field(default_factory=dict)  # track -> (entered at, loitering said)
-    pending: dict = field(default_factory=dict)  # track -> (state it is moving to, since)
+    pending: dict = field(default_factory=dict)  # track -> since when it has been on the other side of the outline
     crowded: bool = False
 
 
@@ -107,7 +121,7 @@ class Line:
     min_s: float = 0.2
     margin_px: float = 4.0
     side: dict = field(default_factory=dict)  # track -> the side it is counted on (+1 left, -1 right)
-    pending: dict = field(default_factory=dict)  # track -> (new side, since)
+    pending: dict = field(default_factory=dict)  # track -> since when it has been on the other side
     counts: dict = field(default_factory=lambda: {"in": 0, "out": 0})
 
 
@@ -218,18 +232,12 @@ class EventRules:
         return {"id": next(self.ids), "kind": kind, "track_id": track_id, "time_s": round(time_s, 6), **fields}
 
     def _zone_step(self, zone: Zone, track_id: int, time_s: float, inside: bool, events: list) -> None:
-        was = track_id in zone.inside
-        if inside == was:
-            zone.pending.pop(track_id, None)
-        else:
-            state, since = zone.pending.setdefault(track_id, (inside, time_s))
-            if time_s - since >= zone.min_s:
-                zone.pending.pop(track_id)
-                if inside:
-                    zone.inside[track_id] = [since, False]
-                    events.append(self._event("enter", track_id, since, zone=zone.name))
-                else:
-                    self._exit(zone, track_id, since, events)
+        since = settled(zone.pending, track_id, inside != (track_id in zone.inside), time_s, zone.min_s)
+        if since is not None and inside:
+            zone.inside[track_id] = [since, False]
+            events.append(self._event("enter", track_id, since, zone=zone.name))
+        elif since is not None:
+            self._exit(zone, track_id, since, events)
         if track_id in zone.inside and zone.loitering_s is not None and not zone.inside[track_id][1]:
             dwell = time_s - zone.inside[track_id][0]
             if dwell >= zone.loitering_s:
@@ -258,21 +266,15 @@ class EventRules:
             line.pending.pop(track_id, None)  # beyond the segment's ends, or on the line: nothing decided
             return
         side = -1 if across > 0 else 1  # image y points down: positive cross product is the right of start->end
-        counted = line.side.get(track_id)
-        if counted is None:
+        counted = line.side.setdefault(track_id, side)
+        since = settled(line.pending, track_id, side != counted, time_s, line.min_s)
+        if since is not None:
             line.side[track_id] = side
-        elif side == counted:
-            line.pending.pop(track_id, None)
-        else:
-            new, since = line.pending.setdefault(track_id, (side, time_s))
-            if time_s - since >= line.min_s:
-                line.pending.pop(track_id)
-                line.side[track_id] = side
-                direction_name = "in" if side == 1 else "out"
-                line.counts[direction_name] += 1
-                events.append(self._event("crossing", track_id, since, line=line.name, direction=direction_name,
-                                          to=line.in_name if side == 1 else line.out_name,
-                                          counts=dict(line.counts)))  # fmt: skip
+            direction_name = "in" if side == 1 else "out"
+            line.counts[direction_name] += 1
+            events.append(self._event("crossing", track_id, since, line=line.name, direction=direction_name,
+                                      to=line.in_name if side == 1 else line.out_name,
+                                      counts=dict(line.counts)))  # fmt: skip
 
     def _pose_step(self, track_id, time_s, keypoints, scores, box, events) -> None:
         state = self.poses.setdefault(track_id, PoseState())

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import track_files
 from ..models.metadata import pose_metadata
 from ..threed.floor import FloorFinder, transform, world_from_camera
 from .skeletons import HALPE_26, Point
@@ -50,22 +51,8 @@ def rate_of(times: np.ndarray, default: float = 30.0) -> float:
 
 
 def write_trc(path: Path, times: np.ndarray, points: np.ndarray, names: tuple[str, ...]) -> None:
-    """OpenSim TRC: [T, M, 3] world points (metres, Z up) written Y up."""
-    t_len, m = points.shape[:2]
-    rate = rate_of(times)
-    yup = points[..., [1, 2, 0]]
-    lines = [
-        f"PathFileType\t4\t(X/Y/Z)\t{path.name}",
-        "DataRate\tCameraRate\tNumFrames\tNumMarkers\tUnits\tOrigDataRate\tOrigDataStartFrame\tOrigNumFrames",
-        f"{rate:.3f}\t{rate:.3f}\t{t_len}\t{m}\tm\t{rate:.3f}\t1\t{t_len}",
-        "Frame#\tTime\t" + "\t".join(f"{n}\t\t" for n in names),
-        "\t\t" + "\t".join(f"X{i + 1}\tY{i + 1}\tZ{i + 1}" for i in range(m)),
-        "",
-    ]
-    for i in range(t_len):
-        cells = ["\t\t" if not np.isfinite(p).all() else f"{p[0]:.5f}\t{p[1]:.5f}\t{p[2]:.5f}" for p in yup[i]]
-        lines.append(f"{i + 1}\t{times[i] - times[0]:.6f}\t" + "\t".join(cells))
-    path.write_text("\n".join(lines) + "\n")
+    """OpenSim TRC: [T, M, 3] world points (metres, Z up) written Y up, times from the track's first frame."""
+    track_files.write_trc(path, times - times[0], points[..., [1, 2, 0]], names, units="m", digits=5)
 
 
 def write_c3d(path: Path, times: np.ndarray, points: np.ndarray, names: tuple[str, ...]) -> None:

@@ -91,19 +91,23 @@ def write_parquet(path: Path, arrays: dict[str, np.ndarray]) -> None:
     pq.write_table(pa.table(columns), path)
 
 
-def write_trc(path: Path, times: np.ndarray, markers: np.ndarray, names: tuple[str, ...]) -> None:
-    """OpenSim TRC: 2-D markers [T, M, 2] in pixels as X, -Y (up), Z = 0."""
+def write_trc(path: Path, times: np.ndarray, markers: np.ndarray, names: tuple[str, ...], units: str = "px",
+              digits: int = 3) -> None:  # fmt: skip
+    """OpenSim TRC of [T, M, 3] markers already in TRC axes (Y up) and `units`; [T, M, 2] pixel markers are
+    written as X, -Y (up), Z = 0. A marker with no value (NaN) is left empty, as OpenSim reads it."""
+    if markers.shape[-1] == 2:
+        markers = np.dstack([markers[..., 0], -markers[..., 1], np.zeros(markers.shape[:2])])
     t_len, m = markers.shape[:2]
     rate = (t_len - 1) / (times[-1] - times[0]) if t_len > 1 and times[-1] > times[0] else DEFAULT_FPS
     lines = [
         f"PathFileType\t4\t(X/Y/Z)\t{path.name}",
         "DataRate\tCameraRate\tNumFrames\tNumMarkers\tUnits\tOrigDataRate\tOrigDataStartFrame\tOrigNumFrames",
-        f"{rate:.3f}\t{rate:.3f}\t{t_len}\t{m}\tpx\t{rate:.3f}\t1\t{t_len}",
+        f"{rate:.3f}\t{rate:.3f}\t{t_len}\t{m}\t{units}\t{rate:.3f}\t1\t{t_len}",
         "Frame#\tTime\t" + "\t".join(f"{n}\t\t" for n in names),
         "\t\t" + "\t".join(f"X{i + 1}\tY{i + 1}\tZ{i + 1}" for i in range(m)),
         "",
     ]
     for i in range(t_len):
-        coords = "\t".join(f"{x:.3f}\t{-y:.3f}\t0.000" for x, y in markers[i])
-        lines.append(f"{i + 1}\t{times[i]:.6f}\t{coords}")
+        cells = ["\t\t" if not np.isfinite(p).all() else "\t".join(f"{v:.{digits}f}" for v in p) for p in markers[i]]
+        lines.append(f"{i + 1}\t{times[i]:.6f}\t" + "\t".join(cells))
     path.write_text("\n".join(lines) + "\n")
