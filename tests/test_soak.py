@@ -105,3 +105,23 @@ def test_a_live_run_stays_flat_and_a_leak_is_caught(tmp_path, tiny_dir):
     assert flat["rss_mb"] < 8, flat
     assert flat["threads"][1] - flat["threads"][0] == 0, flat
     assert flat["files"][1] - flat["files"][0] <= 2, flat
+
+
+def test_the_allocator_is_trimmed_while_a_run_lasts_and_the_run_ends_at_once(tiny_dir, tmp_path):
+    """A live run trims glibc's allocator on its schedule (here every 0.5 s) and ends as soon as it is stopped, not
+    when the next trim is due."""
+    cfg = from_dict(PipelineConfig, {
+        "source": {"uri": CAMERA}, "detector": {"type": "full_frame"},
+        "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96], "flip": "off"}},
+        "outputs": {"dir": str(tmp_path / "run"), "video": {"enabled": False}}, "runtime": {"device": "cpu"},
+    })  # fmt: skip
+    pipeline = Pipeline(cfg, serve=True)
+    pipeline.memory.every_s = 0.5
+    runner = threading.Thread(target=pipeline.run, name="test-trim")
+    runner.start()
+    time.sleep(3.0)
+    stopped = time.monotonic()
+    pipeline.request_stop()
+    runner.join(30)
+    assert not runner.is_alive() and time.monotonic() - stopped < 5.0
+    assert pipeline.memory.trims >= 3

@@ -40,6 +40,7 @@ from ..io.mqtt import MqttClient
 from .device import resolve_device, resolve_dtype
 from .engine import InferenceEngine
 from .live_mocap import LiveMocap, triangulation_group
+from .memory import MemoryTrim
 from .numbers import DROP_REASONS, StageTimes
 from .observer import Observer
 from .planner import Planner
@@ -124,6 +125,7 @@ class Pipeline:
         if on_result is not None:
             self.observe(ResultCallback(self, on_result))
         self.monitor = self.observe(Monitor(self, rt.metrics)) if rt.metrics.port is not None else None
+        self.memory = self.observe(MemoryTrim())  # freed memory handed back to the system once a minute
         group = triangulation_group(cfg)  # several calibrated cameras: live motion capture in OUTPUT/3d/
         rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
         self.mocap = self.observe(LiveMocap(cfg, group, rates, self.mqtt)) if group else None
