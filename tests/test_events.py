@@ -193,6 +193,23 @@ def test_hands_up_once_until_they_come_down():
     assert times == [1.0, 3.5]
 
 
+def test_a_zone_in_metres_on_the_floor():
+    """With the 3-D stage, a zone given in metres on the floor (world X, Y): a walker's feet on the floor enter and
+    leave it with the dwell of their true path; a person whose feet are unknown (no 3-D) is not counted in it."""
+
+    def feet_xy(t):
+        joints = S.skeleton(S.walking(t, speed=0.6, start_x=-1.5))
+        return np.mean([joints[n][:2] for n in ("left_heel", "right_heel", "left_big_toe", "right_big_toe")], axis=0)
+
+    rules = EventRules({"zones": {"mat": {"floor_m": [[-0.5, -1.0], [0.5, -1.0], [0.5, 1.0], [-0.5, 1.0]],
+                                          "min_s": 0.2}}}, frame_size=(640, 480))  # fmt: skip
+    events = play(rules, {1: lambda t: (*seen(S.walking(t, speed=0.6, start_x=-1.5)), feet_xy(t)),
+                          2: lambda t: (*seen(S.Pose(x=0.0)), None)}, 5.0)  # fmt: skip
+    assert [(e["kind"], e["track_id"]) for e in events] == [("enter", 1), ("exit", 1)]
+    inside = [i / FPS for i in range(50) if -0.5 < feet_xy(i / FPS)[0] < 0.5]
+    assert abs(events[1]["dwell_s"] - (inside[-1] + 1 / FPS - inside[0])) <= 1 / FPS + 1e-9
+
+
 def test_each_camera_may_have_its_own_rules():
     """`events:` under a source replaces the pipeline's for that camera (each has its own picture)."""
     from sapiens2_stream.config import PipelineConfig, from_dict
@@ -212,6 +229,7 @@ def test_each_camera_may_have_its_own_rules():
     ({"lines": {"a": {"points": [[0, 0], [1, 1]], "anchor": "elbow"}}}, "not one of"),
     ({"zones": {"a": {"polygon": [[0, 0], [1, 0], [1, 1]], "loiter_s": 3}}}, "unknown key"),
     ({"poses": {"falls": True}}, "unknown key"),
+    ({"zones": {"a": {"polygon": [[0, 0], [1, 0], [1, 1]], "floor_m": [[0, 0], [1, 0], [1, 1]]}}}, "not both"),
 ])  # fmt: skip
 def test_bad_rules_say_what_is_wrong(config, message):
     with pytest.raises(Sapiens2StreamError, match=message):
@@ -403,3 +421,20 @@ def test_events_and_retained_counts_through_a_real_mqtt_broker(tmp_path, tiny_di
         late.close()
     finally:
         broker.terminate()
+
+
+def test_the_events_stage_finds_the_feet_on_the_floor():
+    """What the events stage gives a floor zone: the mid-point of a person's confident feet in 3-D, through the
+    3-D stage's world frame; nothing without keypoints_3d or a world frame."""
+    from sapiens2_stream.runtime.results import Person
+    from sapiens2_stream.runtime.stages import feet_on_floor
+
+    xyz, confidence = np.full((308, 3), np.nan), np.zeros(308)
+    for name, point in {"left_heel": (0.0, 0.0, 4.0), "right_heel": (0.2, 0.0, 4.0), "left_big_toe": (0.0, 0.0, 3.8),
+                        "right_big_toe": (0.2, 0.0, 3.8)}.items():  # fmt: skip
+        xyz[IDS[name]], confidence[IDS[name]] = point, 0.9
+    person = Person(1, np.zeros(4), 1.0, keypoints_3d=xyz, keypoints_3d_confidence=confidence)
+    world = np.eye(4)
+    world[:3, 3] = [1.0, 2.0, 0.0]
+    assert np.allclose(feet_on_floor(person, world), [1.1, 2.0])
+    assert feet_on_floor(person, None) is None and feet_on_floor(Person(2, np.zeros(4), 1.0), world) is None

@@ -5,6 +5,9 @@
     events = rules.update(time_s, [(track_id, keypoints [308, 2], scores [308], box_xyxy), ...])
     rules.counts()    # {"zones": {name: occupancy}, "lines": {name: {"in": n, "out": m}}}
 
+- **On the floor.** With the 3-D stage, a zone may be given in metres on the floor instead (`floor_m`: world X, Y;
+  the world frame of world.json): a person is where their feet stand, whatever the camera's angle. People passed
+  to `update` then carry a fifth item, their feet's (X, Y) on the floor, or None.
 - **Anchors.** Where a person is: `feet` (the mid-point of the confident ankles, heels and toes: where they stand,
   whatever their arms or a bag do to the box), `hips`, `box_bottom`, `center`, or any keypoint by name. Polygons and
   lines in pixels, or in 0-1 of the frame when every coordinate is within [0, 1].
@@ -105,6 +108,7 @@ class Zone:
     loitering_s: float | None = None
     max_people: int | None = None
     min_s: float = 0.3
+    on_floor: bool = False  # the polygon is in metres on the floor (world X, Y), the people's feet from the 3-D stage
     inside: dict = field(default_factory=dict)  # track -> (entered at, loitering said)
     pending: dict = field(default_factory=dict)  # track -> since when it has been on the other side of the outline
     crowded: bool = False
@@ -158,11 +162,14 @@ class EventRules:
 
     # ------------------------------------------------------------------------------------------- setup
 
-    def _points(self, points, where: str, least: int) -> np.ndarray:
-        p = np.asarray(points, np.float64)
+    def _points(self, points, where: str, least: int, in_picture: bool = True) -> np.ndarray:
+        try:
+            p = np.asarray(points, np.float64)
+        except (TypeError, ValueError):
+            p = np.zeros(0)
         if p.ndim != 2 or p.shape[1] != 2 or len(p) < least:
             raise Sapiens2StreamError(f"{where}: expected at least {least} [x, y] points")
-        if (p >= 0).all() and (p <= 1).all():  # fractions of the frame
+        if in_picture and (p >= 0).all() and (p <= 1).all():  # fractions of the frame
             p = p * np.asarray(self.frame_size, np.float64)
         return p
 
@@ -174,11 +181,15 @@ class EventRules:
 
     def _zone(self, name: str, spec: dict) -> Zone:
         spec, where = dict(spec), f"events.zones.{name}"
-        polygon = self._points(spec.pop("polygon", None), f"{where}.polygon", 3)
+        on_floor = "floor_m" in spec
+        if on_floor and "polygon" in spec:
+            raise Sapiens2StreamError(f"{where}: give polygon (the picture) or floor_m (metres), not both")
+        key = "floor_m" if on_floor else "polygon"
+        polygon = self._points(spec.pop(key, None), f"{where}.{key}", 3, in_picture=not on_floor)
         if crosses_itself(polygon):
-            raise Sapiens2StreamError(f"{where}.polygon: its edges cross each other")
+            raise Sapiens2StreamError(f"{where}.{key}: its edges cross each other")
         zone = Zone(name, polygon, self._anchor(spec.pop("anchor", "feet"), where), spec.pop("loitering_s", None),
-                    spec.pop("max_people", None), float(spec.pop("min_s", 0.3)))  # fmt: skip
+                    spec.pop("max_people", None), float(spec.pop("min_s", 0.3)), on_floor)  # fmt: skip
         if spec:
             raise Sapiens2StreamError(f"{where}: unknown key(s) {', '.join(sorted(spec))}")
         return zone
@@ -198,12 +209,15 @@ class EventRules:
     def update(self, time_s: float, people: list) -> list[dict]:
         events: list[dict] = []
         seen = set()
-        for track_id, keypoints, scores, box in people:
+        for track_id, keypoints, scores, box, *floor in people:
             seen.add(track_id)
             self.last_seen[track_id] = time_s
             keypoints, scores, box = np.asarray(keypoints), np.asarray(scores), np.asarray(box, np.float64)
             for zone in self.zones:
-                point = anchor_point(zone.anchor, keypoints, scores, box)
+                if zone.on_floor:  # where the person stands on the floor, metres (the 3-D stage's feet), if known
+                    point = floor[0] if floor and floor[0] is not None else None
+                else:
+                    point = anchor_point(zone.anchor, keypoints, scores, box)
                 if point is not None:
                     self._zone_step(zone, track_id, time_s, in_polygon(point, zone.polygon), events)
             for line in self.lines:

@@ -24,11 +24,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..events import EventRules
+from ..events.rules import FEET, ids
 from ..io.sink import as_recorded
 from ..io.sources import Frame
 from .results import FrameResult, Person
 
 END = object()  # the end of input, on every hand-off
+FEET_IDS = np.array(ids(*FEET))
 
 
 class Handoff:
@@ -269,11 +271,24 @@ class Events:
             h, w = result.frame.rgb.shape[:2]
             stream.events = EventRules(stream.cfg.events, (w, h), stream.cfg.tracker.max_lost_s)
         people = [(p.track_id, p.smoothed if p.smoothed is not None else p.keypoints, p.keypoint_scores,
-                   np.r_[p.box[:2], p.box[:2] + p.box[2:]])
+                   np.r_[p.box[:2], p.box[:2] + p.box[2:]], feet_on_floor(p, result.world_from_camera))
                   for p in result.people if p.keypoints is not None]  # fmt: skip
         result.events = [{**e, "source": stream.label, "frame": result.frame.index}
                          for e in stream.events.update(result.frame.pts_s, people)]  # fmt: skip
         result.event_rules = stream.events
+
+
+def feet_on_floor(person: Person, world: np.ndarray | None) -> np.ndarray | None:
+    """Where a person stands on the floor (world X, Y in metres): the mid-point of their confident feet keypoints in
+    3-D, in the 3-D stage's world frame; None without them."""
+    if world is None or person.keypoints_3d is None:
+        return None
+    feet = FEET_IDS
+    sure = feet[(person.keypoints_3d_confidence[feet] > 0.5) & np.isfinite(person.keypoints_3d[feet]).all(1)]
+    if not len(sure):
+        return None
+    point = world[:3, :3] @ person.keypoints_3d[sure].mean(0) + world[:3, 3]
+    return point[:2]
 
 
 class Write:
