@@ -4,6 +4,8 @@ supervision's LineZone."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -268,11 +270,20 @@ def test_a_run_writes_its_events(tmp_path, tiny_dir):
 
     class Scrape(Observer):  # /metrics and the console's events as the last frame is written, while they serve
         def result(self, result, stream) -> None:
-            if result.frame.index == 11:
-                metrics.append(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read())
+            if result.frame.index == 11:  # a short file may end before the console listens: ask until it answers
+                metrics.append(fetch(f"http://127.0.0.1:{port}/metrics"))
                 for since in (0, 2):
-                    url = f"http://127.0.0.1:{console}/api/v1/events?since={since}"
-                    listed.append(json.loads(urllib.request.urlopen(url).read()))
+                    listed.append(json.loads(fetch(f"http://127.0.0.1:{console}/api/v1/events?since={since}")))
+
+    def fetch(url: str) -> bytes:
+        deadline = time.time() + 20
+        while True:
+            try:
+                return urllib.request.urlopen(url, timeout=5).read()
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.1)
 
     pipeline.observe(Scrape())
     summary = pipeline.run()

@@ -16,7 +16,7 @@ from tests.test_integrations import wait_until
 from tests.test_pipeline import free_port
 
 CAMERA = "lavfi:testsrc2=size=320x240:rate=10,realtime"
-WARM_S, WINDOW_S, EVERY_S = 6.0, 18.0, 1.0
+WARM_S, WINDOW_S, EVERY_S = 5.0, 15.0, 1.0
 
 
 def rss_mb() -> float:
@@ -72,7 +72,7 @@ def sample(pipeline: Pipeline, seconds: float) -> dict:
 def test_a_live_run_stays_flat_and_a_leak_is_caught(tmp_path, tiny_dir):
     """Two live cameras with annotated videos, JSONL and /metrics: after a warm-up, a window as it runs, then a
     window with one small object kept per frame. Bounds: the leak keeps at least one tracked object a frame (a
-    small list in a list), ~350 over a window of ~350 frames; the run's own objects move by a few hundred either way
+    small list in a list), ~300 over a window of ~300 frames; the run's own objects move by a few hundred either way
     between samples (pending results, generators), so the fitted growth must stay under half the frames, and the
     leak must go over it. Resident memory: under 8 MB over the flat window (a window this short cannot see a slow
     native leak, the hour-long benchmark's job, but it sees a copy of a picture kept per frame). Threads: not one
