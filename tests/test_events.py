@@ -4,7 +4,9 @@ supervision's LineZone."""
 
 from __future__ import annotations
 
+import threading
 import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -238,55 +240,55 @@ def test_bad_rules_say_what_is_wrong(config, message):
         EventRules(config, frame_size=(640, 480))
 
 
+def fetch(url: str) -> bytes:
+    """GET, asking again for a while if the server is not listening yet."""
+    deadline = time.time() + 20
+    while True:
+        try:
+            return urllib.request.urlopen(url, timeout=5).read()
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def test_a_run_writes_its_events(tmp_path, tiny_dir):
     """`events:` in a run: a zone over the whole picture (0-1 coordinates, box anchor) with room for one: both
     people of the clip enter and it is crowded; events.jsonl holds them as whole lines, a webhook receiver gets
     them, /metrics counts them, the summary has the counts, the console lists them (GET /api/v1/events?since=),
     and `validate` refuses a broken rule with one line."""
     import json
-    import urllib.request
 
     from sapiens2_stream.cli import main
     from sapiens2_stream.console.pipeline_backend import PipelineConsole
     from sapiens2_stream.io.synthetic import make_clip
-    from sapiens2_stream.runtime.observer import Observer
     from sapiens2_stream.runtime.pipeline import Pipeline
-    from tests.test_pipeline import config
+    from tests.test_integrations import wait_until
+    from tests.test_pipeline import config, free_port
 
     clip = tmp_path / "walk.mp4"
     make_clip(clip, frames=12, size=(240, 320), people=2)
     zone = {"polygon": [[0, 0], [1, 0], [1, 1], [0, 1]], "anchor": "box_bottom", "max_people": 1, "min_s": 0.05}
     receiver = Receiver()
     receiver.start()
-    from tests.test_pipeline import free_port
-
     port, console = free_port(), free_port()
     pipeline = Pipeline(config(tmp_path, tiny_dir, clip, events={"zones": {"all": zone}},
                                outputs={"video": {"enabled": False},
                                         "webhooks": {"urls": [f"http://127.0.0.1:{receiver.port}/hook"]}},
-                               runtime={"metrics": {"port": port}, "console": {"port": console}}))  # fmt: skip
+                               runtime={"metrics": {"port": port}, "console": {"port": console}}),
+                        serve=True)  # fmt: skip  # the console and /metrics stay up after the file's last frame
     pipeline.observe(PipelineConsole(pipeline))
-    metrics, listed = [], []
-
-    class Scrape(Observer):  # /metrics and the console's events as the last frame is written, while they serve
-        def result(self, result, stream) -> None:
-            if result.frame.index == 11:  # a short file may end before the console listens: ask until it answers
-                metrics.append(fetch(f"http://127.0.0.1:{port}/metrics"))
-                for since in (0, 2):
-                    listed.append(json.loads(fetch(f"http://127.0.0.1:{console}/api/v1/events?since={since}")))
-
-    def fetch(url: str) -> bytes:
-        deadline = time.time() + 20
-        while True:
-            try:
-                return urllib.request.urlopen(url, timeout=5).read()
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.1)
-
-    pipeline.observe(Scrape())
-    summary = pipeline.run()
+    finished = {}
+    runner = threading.Thread(target=lambda: finished.update(summary=pipeline.run()), name="test-events")
+    runner.start()
+    try:
+        wait_until(lambda: pipeline.streams[0].numbers.written == 12, 120, "the clip written")
+        metrics = [fetch(f"http://127.0.0.1:{port}/metrics")]
+        listed = [json.loads(fetch(f"http://127.0.0.1:{console}/api/v1/events?since={since}")) for since in (0, 2)]
+    finally:
+        pipeline.request_stop()
+        runner.join(60)
+    summary = finished["summary"]
     receiver.stop()
     assert sorted(b["kind"] for b in receiver.bodies) == ["crowded", "enter", "enter"]
     text = metrics[0].decode()
