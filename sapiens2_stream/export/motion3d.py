@@ -26,9 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from ..io import track_files
-from ..models.metadata import pose_metadata
 from ..threed.floor import FloorFinder, transform, world_from_camera
-from .skeletons import HALPE_26, Point
+from .skeletons import HALPE_26, Layout, Point
 
 HALPE_26_NAMES = ("Nose", "LEye", "REye", "LEar", "REar", "LShoulder", "RShoulder", "LElbow", "RElbow", "LWrist",
                   "RWrist", "LHip", "RHip", "LKnee", "RKnee", "LAnkle", "RAnkle", "Head", "Neck", "Hip", "LBigToe",
@@ -36,12 +35,12 @@ HALPE_26_NAMES = ("Nose", "LEye", "REye", "LEar", "REar", "LShoulder", "RShoulde
 
 
 def markers(xyz: np.ndarray, layout: list[Point] = HALPE_26) -> np.ndarray:
-    """[T, M, 3] markers from [T, 308, 3] keypoints (NaN where a source keypoint is NaN)."""
-    ids = {n: i for i, n in enumerate(pose_metadata().names)}
-    out = np.zeros((len(xyz), len(layout), 3))
-    for m, point in enumerate(layout):
-        for name, weight in point.sources:
-            out[:, m] += weight * xyz[:, ids[name]]
+    """[T, M, 3] markers from [T, 308, 3] keypoints (NaN where a source keypoint is NaN), through the same
+    `skeletons.Layout` matrix the 2-D export uses."""
+    matrix = Layout(layout)
+    out = np.einsum("mk,tkd->tmd", matrix.weights, np.nan_to_num(xyz))
+    missing = (np.isnan(xyz).any(-1)[:, None, :] & matrix.uses[None]).any(-1)  # [T, M]
+    out[missing] = np.nan
     return out
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..models.metadata import pose_metadata
+from ..models.metadata import keypoint_index
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,8 @@ class Layout:
     """A skeleton layout as a matrix over the 308 keypoints: xy = W @ keypoints, score = min over the sources."""
 
     def __init__(self, points: list[Point | None]) -> None:
-        index = {name: i for i, name in enumerate(pose_metadata().names)}
-        n = len(pose_metadata().names)
+        index = keypoint_index()
+        n = len(index)
         self.weights = np.zeros((len(points), n))
         self.uses = np.zeros((len(points), n), bool)
         for row, point in enumerate(points):

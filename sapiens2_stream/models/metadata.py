@@ -77,6 +77,12 @@ def pose_metadata() -> PoseMetadata:
 
 
 @lru_cache(maxsize=1)
+def keypoint_index() -> dict[str, int]:
+    """Each of the 308 keypoints' position, by name."""
+    return {name: i for i, name in enumerate(pose_metadata().names)}
+
+
+@lru_cache(maxsize=1)
 def seg_metadata() -> SegMetadata:
     d = raw_metadata()["seg29"]
     classes = sorted(d["classes"], key=lambda c: c["id"])

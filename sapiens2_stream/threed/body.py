@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..models.metadata import NUM_KEYPOINTS, pose_metadata
+from ..models.metadata import NUM_KEYPOINTS, keypoint_index, pose_metadata
 
 JOINT_DEPTH_M = {
     "left_shoulder": 0.05, "right_shoulder": 0.05,
@@ -39,9 +39,7 @@ typical ones, scaled to the person, only say which joints disagree before the tr
 BONES = tuple(BONE_LENGTH_M)
 
 
-@lru_cache(maxsize=1)
-def index() -> dict[str, int]:
-    return {name: i for i, name in enumerate(pose_metadata().names)}
+index = keypoint_index  # the keypoints' positions by name
 
 
 @lru_cache(maxsize=1)
