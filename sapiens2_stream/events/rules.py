@@ -37,7 +37,7 @@ from itertools import count
 import numpy as np
 
 from ..errors import Sapiens2StreamError
-from ..models.metadata import pose_metadata
+from ..models.metadata import keypoint_index, pose_metadata
 
 FEET = ("left_ankle", "right_ankle", "left_heel", "right_heel", "left_big_toe", "right_big_toe", "left_small_toe",
         "right_small_toe")  # fmt: skip
@@ -46,7 +46,7 @@ MIN_SCORE = 0.3
 
 
 def ids(*names: str) -> list[int]:
-    index = {n: i for i, n in enumerate(pose_metadata().names)}
+    index = keypoint_index()
     return [index[n] for n in names]
 
 
@@ -337,6 +337,11 @@ class EventRules:
         if state.fallen_at is not None and not state.fall_said and time_s - state.down_since >= self.down_s:
             state.fall_said = True
             events.append(self._event("fall", track_id, state.down_since, started_s=round(state.fallen_at, 6)))
+
+    @property
+    def on_floor(self) -> bool:
+        """Whether a zone is on the floor (its people need their feet in 3-D)."""
+        return any(zone.on_floor for zone in self.zones)
 
     def counts(self) -> dict:
         return {"zones": {z.name: len(z.inside) for z in self.zones},

@@ -270,8 +270,9 @@ class Events:
         if stream.events is None:
             h, w = result.frame.rgb.shape[:2]
             stream.events = EventRules(stream.cfg.events, (w, h), stream.cfg.tracker.max_lost_s)
+        world = result.world_from_camera if stream.events.on_floor else None  # feet found only for floor zones
         people = [(p.track_id, p.smoothed if p.smoothed is not None else p.keypoints, p.keypoint_scores,
-                   np.r_[p.box[:2], p.box[:2] + p.box[2:]], feet_on_floor(p, result.world_from_camera))
+                   np.r_[p.box[:2], p.box[:2] + p.box[2:]], feet_on_floor(p, world))
                   for p in result.people if p.keypoints is not None]  # fmt: skip
         result.events = [{**e, "source": stream.label, "frame": result.frame.index}
                          for e in stream.events.update(result.frame.pts_s, people)]  # fmt: skip
