@@ -136,15 +136,17 @@ class Lifter:
             mask = None if masks is None else masks[p]
             centre = None if track.depth is None else np.nanmedian(track.depth[body.joint_ids()]) * (scale or 1.0)
             surface, own = surface_depths(keypoints[p], scores[p], pointmap, mask, centre)
+            ray = rays(intrinsics, keypoints[p])
             depth, confidence[p] = self._person(track, keypoints[p], scores[p], surface / (scale or 1.0), own,
-                                                scale is None, intrinsics, time_s)  # fmt: skip
-            xyz[p] = depth[:, None] * rays(intrinsics, keypoints[p])
+                                                scale is None, intrinsics, ray, time_s)  # fmt: skip
+            xyz[p] = depth[:, None] * ray
         return xyz, confidence
 
-    def _person(self, track: Track, keypoints, scores, surface, own, by_bones: bool, intrinsics, time_s) -> tuple:
+    def _person(self, track: Track, keypoints, scores, surface, own, by_bones: bool, intrinsics, ray,
+                time_s) -> tuple:  # fmt: skip
         """One person's [308] depths and confidences from its surface depths (already divided by the frame's scale
-        when the background gave one; `by_bones`: the person's bones must remove it instead)."""
-        ray = rays(intrinsics, keypoints)
+        when the background gave one; `by_bones`: the person's bones must remove it instead); `ray`: the rays
+        through its keypoints."""
         raw = surface + body.depth_priors()
         measured = np.isfinite(raw) & (scores >= MIN_SCORE) & (own >= MIN_OWN)
         raw = np.where(measured, raw, np.nan)
@@ -176,10 +178,10 @@ class Lifter:
             solved = solve_depths(raw[joints], ray[joints], expected, pred, hidden[joints], False, solved)
         depth = raw.copy()
         depth[joints] = solved
-        track.lengths.append(bone_lengths(np.where(hidden, np.nan, depth), ray))
+        lengths = bone_lengths(np.where(hidden, np.nan, depth), ray)  # body joints only: the anchors leave them be
+        track.lengths.append(lengths)
         depth = follow_anchors(depth, hidden, predicted)
         if by_bones:
-            lengths = bone_lengths(np.where(hidden, np.nan, depth), ray)
             depth = rescaled(depth, lengths, track.learned(), len(track.lengths))
         confidence = scores * np.where(hidden, 0.5, 1.0) * np.isfinite(depth)
         dt = None if track.time_s is None else time_s - track.time_s
