@@ -28,6 +28,7 @@ the caller as `Sapiens2StreamError`, with the one line the command line prints.
 from __future__ import annotations
 
 import asyncio
+import copy
 import queue
 import tempfile
 import threading
@@ -37,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import config_from, parse_yaml
+from .config import config_from, parse_yaml, set_value
 from .errors import Sapiens2StreamError
 from .io.jsonl import record
 from .io.sources import Feed, forget_feed, register_feed
@@ -111,7 +112,7 @@ class Sapiens2:
         """`tasks` (default: the pipeline's models, else pose) at `size`, or `models={task: source}`; the other
         options as in the module's docstring."""
         self.base = options_to_data(tasks, size, pipeline, options)
-        self.cfg = config_from(dict_copy(self.base), source="placeholder.mp4")
+        self.cfg = config_from(copy.deepcopy(self.base), source="placeholder.mp4")
         self.loaded = load_models(self.cfg)
 
     def close(self) -> None:
@@ -175,10 +176,10 @@ class Run:
         uris = [self._uri(s, bgr, fps) for s in (source if isinstance(source, list) and not is_picture_list(source)
                                                    else [source])]  # fmt: skip
         self.temporary = None if output else tempfile.TemporaryDirectory(prefix="sapiens2-api-")
-        data = dict_copy(session.base)
-        sets = {**({} if output else NOTHING_WRITTEN), **overrides}
-        cfg = config_from(data, [f"{k}={yaml_value(v)}" for k, v in sets.items()], uris if len(uris) > 1 else uris[0],
-                          output or self.temporary.name)  # fmt: skip
+        data = copy.deepcopy(session.base)
+        for key, value in {**({} if output else NOTHING_WRITTEN), **overrides}.items():
+            set_value(data, key, value)
+        cfg = config_from(data, (), uris if len(uris) > 1 else uris[0], output or self.temporary.name)
         self.keep_frames, self.callback, self.latest = keep_frames, callback, buffer == "latest"
         self.queue: queue.Queue = queue.Queue(maxsize=1 if self.latest else 8)
         self.dropped = 0
@@ -325,7 +326,7 @@ def options_to_data(tasks, size: str, pipeline: str | None, options: dict) -> di
             model["flip"] = flip
     for key, path in (("device", "runtime.device"), ("smoothing", "smoothing.method")):
         if key in options:
-            set_in(data, path, options.pop(key))
+            set_value(data, path, options.pop(key))
     if "detector" in options:
         detector = options.pop("detector")
         data["detector"] = detector if isinstance(detector, dict) else {"type": detector}
@@ -334,28 +335,10 @@ def options_to_data(tasks, size: str, pipeline: str | None, options: dict) -> di
             value = options.pop(section)
             data[section] = value if isinstance(value, dict) else {"enabled": bool(value)}
     for key, value in (options.pop("set", None) or {}).items():
-        set_in(data, key, value)
+        set_value(data, key, value)
     if options:
         raise Sapiens2StreamError(f"unknown option(s): {', '.join(sorted(options))}")
     return data
-
-
-def set_in(data: dict, dotted: str, value) -> None:
-    node = data
-    *parents, last = dotted.split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[last] = value
-
-
-def dict_copy(data):
-    return {k: dict_copy(v) for k, v in data.items()} if isinstance(data, dict) else data
-
-
-def yaml_value(value) -> str:
-    import json
-
-    return json.dumps(value)  # JSON is YAML: lists, numbers, strings and booleans come back as they were
 
 
 def is_picture_list(source) -> bool:

@@ -469,15 +469,19 @@ def set_dotted(data: dict, assignment: str) -> None:
     if "=" not in assignment:
         raise Sapiens2StreamError(f"--set {assignment!r}: expected KEY=VALUE, e.g. runtime.device=cpu")
     key, raw = assignment.split("=", 1)
-    value = parse_yaml(f"v: {raw}", f"--set {key}")["v"] if raw.strip() else None
+    set_value(data, key.strip(), parse_yaml(f"v: {raw}", f"--set {key}")["v"] if raw.strip() else None, "--set ")
+
+
+def set_value(data: dict, key: str, value: Any, origin: str = "") -> None:
+    """`a.b.c` = value in a nested mapping (the sections made as needed)."""
     node = data
-    parts = key.strip().split(".")
+    parts = key.split(".")
     for part in parts[:-1]:
         child = node.get(part)
         if child is None:
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise Sapiens2StreamError(f"--set {key}: '{part}' is not a section")
+            raise Sapiens2StreamError(f"{origin}{key}: '{part}' is not a section")
         node = child
     node[parts[-1]] = value
 
