@@ -26,11 +26,7 @@ class JsonlSink(Sink):
         return record(result, self.source_id, self.model_ids)
 
     def write(self, result) -> None:
-        """One write call per line: a process killed at any moment leaves whole lines only."""
-        data = (json.dumps(self.record(result), separators=(",", ":")) + "\n").encode()
-        written = os.write(self.fd, data)
-        while written < len(data):  # a short write (a full disk, a signal): finish the line
-            written += os.write(self.fd, data[written:])
+        write_line(self.fd, self.record(result))
 
     def close(self) -> None:
         os.close(self.fd)
@@ -58,10 +54,19 @@ class EventLog(Sink):
             (self.folder / name).write_bytes(jpeg.tobytes())
         for event in result.events:
             event["snapshot"] = name if ok else None
-            os.write(self.fd, (json.dumps(event, separators=(",", ":")) + "\n").encode())
+            write_line(self.fd, event)
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def write_line(fd: int, record: dict) -> None:
+    """One JSON line, in one write call: a process killed at any moment leaves whole lines only (a short write, on
+    a full disk or a signal, is finished)."""
+    data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    written = os.write(fd, data)
+    while written < len(data):
+        written += os.write(fd, data[written:])
 
 
 def parse_lines(data: bytes) -> tuple[list[dict], int]:

@@ -13,7 +13,6 @@ the end TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -26,6 +25,7 @@ from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
 from ..export.motion3d import write_track
 from ..export.vmc import OscSender
+from ..io.jsonl import write_line
 from ..threed import Triangulator
 from ..threed.calibration import read_calibration
 from .observer import Observer
@@ -180,7 +180,7 @@ class LiveMocap(Observer):
         if self.fd is None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self.fd = os.open(self.out_dir / "keypoints_3d.jsonl", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.write(self.fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+        write_line(self.fd, record)
 
     def close(self) -> None:
         if self.fd is not None:
