@@ -31,7 +31,7 @@ For each moment:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
@@ -62,8 +62,6 @@ class Track3D:
     velocity: np.ndarray
     time_s: float
     filter: AdaptiveKalman
-    seen: int = 1
-    views: list[str] = field(default_factory=list)
 
     def predicted(self, time_s: float) -> np.ndarray:
         return self.xyz + self.velocity * min(time_s - self.time_s, 0.5)
@@ -107,7 +105,7 @@ class Triangulator:
             xyz, confidence, error = self.triangulate({c: detections[c][i] for c, i in members.items()})
             if not np.isfinite(xyz[list(BODY)]).any():
                 continue
-            track = self._track(track_id, time_s, xyz, confidence, sorted(members))
+            track = self._track(track_id, time_s, xyz, confidence)
             people.append(Person3D(track.id, track.xyz.copy(), confidence, sorted(members), error))
         for track_id in [t for t, track in self.tracks.items() if time_s - track.time_s > self.max_lost_s]:
             del self.tracks[track_id]
@@ -235,22 +233,23 @@ class Triangulator:
             keep[better], best_count[better], best_error[better] = agree[better], count[better], mean[better]
         return keep
 
-    def _track(self, track_id: int | None, time_s: float, xyz, confidence, views: list[str]) -> Track3D:
-        if track_id is None:
+    def _track(self, track_id: int | None, time_s: float, xyz, confidence) -> Track3D:
+        """The track `track_id` (a new one for None) moved on to this moment's points, smoothed."""
+        new = track_id is None
+        if new:
             track_id, self.next_id = self.next_id, self.next_id + 1
             self.tracks[track_id] = Track3D(track_id, xyz, np.zeros_like(xyz), time_s,
                                             AdaptiveKalman(xyz.shape, **FILTER))  # fmt: skip
         track = self.tracks[track_id]
         valid = np.isfinite(xyz).all(1, keepdims=True) & np.ones((1, 3), bool)
-        dt = None if track.seen == 1 and track.time_s == time_s else max(time_s - track.time_s, 1e-3)
+        dt = None if new else max(time_s - track.time_s, 1e-3)
         smooth = track.filter.step(np.nan_to_num(xyz), np.broadcast_to(np.maximum(confidence, 1e-3)[:, None],
                                    xyz.shape), valid, dt)  # fmt: skip
         smooth = np.where(track.filter.started, smooth, np.nan)
         if dt:
             moved = (smooth - track.xyz) / dt
             track.velocity = np.where(np.isfinite(moved), moved, 0.0)
-        track.xyz, track.time_s, track.views = smooth, time_s, views
-        track.seen += 1
+        track.xyz, track.time_s = smooth, time_s
         return track
 
 
