@@ -36,10 +36,15 @@ def frame_index(rgb) -> int:
     return sum(1 << i for i, v in enumerate(rgb[225, 10::20, 0]) if v > 128)
 
 
-def write_spec(tmp_path, tiny_dir, console=None, video=True):
+# source a's event rules: a zone its person stands in, and a line nobody crosses (drawn yellow at x = 300)
+EVENTS = {"zones": {"bay": {"polygon": [[0.05, 0.05], [0.95, 0.05], [0.95, 0.9], [0.05, 0.9]], "anchor": "box_bottom"}},
+          "lines": {"door": {"points": [[300, 20], [300, 220]]}}}  # fmt: skip
+
+
+def write_spec(tmp_path, tiny_dir, console=None, video=True, events=None):
     spec = tmp_path / "console.yaml"
     spec.write_text(yaml.safe_dump({
-        "sources": [{"name": "a", "uri": CAMERA}],
+        "sources": [{"name": "a", "uri": CAMERA, **({"events": events} if events else {})}],
         "detector": {"type": "fixed", "boxes": [[40, 40, 60, 150]]},
         "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96], "flip": "off"}},
         "outputs": {"dir": str(tmp_path / "out"), "video": {"enabled": video}},
@@ -87,7 +92,7 @@ def console(tmp_path_factory, tiny_dir):
     """One running pipeline with its console, shared by the tests that only read or add and remove sources."""
     tmp = tmp_path_factory.mktemp("console")
     port = free_port()
-    proc = start(write_spec(tmp, tiny_dir), port)
+    proc = start(write_spec(tmp, tiny_dir, events=EVENTS), port)
     try:
         wait_until(lambda: sources(port).get("a", {}).get("frames_out", 0) > 10, 120, "the console and results")
         yield port, tmp / "out", proc
@@ -107,6 +112,24 @@ def test_status_says_what_each_source_does(console):
     status, _, body = call(port, "/api/v1/sources/a")
     assert status == 200 and json.loads(body)["name"] == "a"
     assert call(port, "/api/v1/sources/nope")[0] == 404
+    assert a["event_counts"] == {"zones": {"bay": 1}, "lines": {"door": {"in": 0, "out": 0}}, "kinds": {"enter": 1}}
+
+
+def test_events_are_listed_with_their_snapshots_and_the_picture_shows_the_rules(console):
+    """GET /api/v1/events: the person entering the zone, with a link to the annotated frame it happened in; the
+    live picture draws the zone and the line."""
+    port, out, _ = console
+    wait_until(lambda: json.loads(call(port, "/api/v1/events")[2]), 30, "an event")
+    (event,) = json.loads(call(port, "/api/v1/events")[2])
+    assert (event["kind"], event["zone"], event["source"], event["seq"]) == ("enter", "bay", "a", 1)
+    status, headers, jpeg = call(port, event["snapshot_url"])
+    assert status == 200 and headers["Content-Type"] == "image/jpeg"
+    assert jpeg == (out / "a" / event["snapshot"]).read_bytes()  # the file events.jsonl names
+    assert json.loads(call(port, "/api/v1/events?since=1")[2]) == []
+    assert call(port, "/api/v1/events/999/snapshot.jpg")[0] == 404
+    picture = cv2.cvtColor(cv2.imdecode(np.frombuffer(call(port, "/api/v1/sources/a/snapshot.jpg")[2], np.uint8),
+                                        cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)  # fmt: skip
+    assert np.abs(picture[120, 299:302].astype(int) - [255, 220, 0]).max(1).min() < 60  # the line, yellow
 
 
 def live_frames(port, count, folder):
@@ -248,9 +271,15 @@ def test_the_page_plays_the_live_view_in_a_browser_close_behind_live(console, tm
             grid = browser.new_page()
             grid.goto(f"http://127.0.0.1:{port}/")
             grid.wait_for_selector("#tile-a .badge.live", timeout=10000)
+            # the events list: the entry into the zone with its snapshot loaded, and the zone's count on the tile
+            grid.wait_for_function("[...document.querySelectorAll('#events .event img')].some((i) => i.naturalWidth"
+                                   " === 320) && document.querySelector('#tile-a .counts').textContent.includes"
+                                   "('bay 1')", timeout=10000)  # fmt: skip
+            listed = grid.evaluate("document.querySelector('#events .event').textContent")
         finally:
             browser.close()
     assert not errors and state["error"] is None and state["w"] == 320
+    assert "a  " in listed and "bay: enter, track" in listed
     assert state["t"] - start > 2.0 and state["frames"] > 20  # plays on, at the camera's pace
     assert state["end"] - state["t"] < 1.0  # close behind the newest data
     assert sorted(lags)[len(lags) // 2] < 1.0 and max(lags) < 2.0, lags  # the view under a second behind the results

@@ -375,14 +375,17 @@ def descendants(pid: int) -> list[int]:
 
 def test_the_driver_serves_one_console_for_every_camera_and_places_new_ones(tmp_path, tiny_dir, cluster):
     """`run --ray ... --console PORT`: every camera with its worker and node; a camera added over REST is placed and
-    written by its worker; its live view relayed from the worker decodes; removed, its folder stays complete."""
+    written by its worker; its live view relayed from the worker decodes; removed, its folder stays complete. The
+    events of a camera with `events:` are listed by the driver with their snapshots, and counted in /metrics."""
     from tests.test_console import call, sources
 
     ray_cluster, _ = cluster
-    spec = fleet_spec(tmp_path, tiny_dir, ["c1", "c2"], None)
+    spec = fleet_spec(tmp_path, tiny_dir, ["c1", "c2"], free_port())
     data = yaml.safe_load(spec.read_text())
     data["fleet"]["workers"] = 2
     data["runtime"]["console"] = {"port": free_port()}
+    data["sources"][0]["events"] = {"zones": {"bay": {"polygon": [[0, 0], [1, 0], [1, 1], [0, 1]],
+                                                      "anchor": "box_bottom"}}}  # fmt: skip  # both people enter
     spec.write_text(yaml.safe_dump(data))
     port, out = data["runtime"]["console"]["port"], tmp_path / "out"
     driver = start_driver(spec, ray_cluster)
@@ -393,6 +396,16 @@ def test_the_driver_serves_one_console_for_every_camera_and_places_new_ones(tmp_
         for name, s in sources(port).items():
             assert (s["worker"], s["node"]) == (record["sources"][name]["worker"], record["sources"][name]["node_id"])
             assert s["state"] == "live" and s["fps_in"] >= 0
+        wait_until(lambda: len(json.loads(call(port, "/api/v1/events")[2])) == 2, 30, "c1's events at the driver")
+        events = json.loads(call(port, "/api/v1/events")[2])
+        assert [(e["seq"], e["kind"], e["source"], e["zone"]) for e in events] == [(1, "enter", "c1", "bay"),
+                                                                                  (2, "enter", "c1", "bay")]
+        (snapshot,) = (out / "c1").glob(f"*/{events[0]['snapshot']}")  # in the camera's segment folder
+        assert call(port, events[0]["snapshot_url"])[2] == snapshot.read_bytes()
+        listed = sources(port)
+        assert listed["c1"]["event_counts"]["zones"] == {"bay": 2} and listed["c2"]["event_counts"] is None
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{data['runtime']['metrics']['port']}/metrics").read()
+        assert b'sapiens2_zone_people{source="c1",zone="bay"} 2.0' in metrics
         status, _, body = call(port, "/api/v1/sources", "POST", {"name": "c3", "uri": data["sources"][0]["uri"]})
         assert status == 201, body
         placed = fleet_record(out)["sources"]["c3"]["worker"]

@@ -4,25 +4,21 @@ pipeline's own loop, keeps a live view of every source and reads and changes the
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from pathlib import Path
 
 from ..config import SourceConfig
 from ..runtime.observer import Observer
+from .events import EventCollector, RecentEvents
 from .live import LiveTap, LiveViews
 from .server import Console
 from .status import describe
 
-RECENT_EVENTS = 500  # the events the console keeps for GET /api/v1/events
-
 
 class PipelineBackend:
-    def __init__(self, pipeline, views: LiveViews) -> None:
-        self.pipeline, self.views = pipeline, views
+    def __init__(self, pipeline, views: LiveViews, events: RecentEvents) -> None:
+        self.pipeline, self.views, self.recent = pipeline, views, events
         self.cfg = pipeline.cfg
         self.removed: set[str] = set()  # sources removed here: no longer listed
-        self.recent: deque[dict] = deque(maxlen=RECENT_EVENTS)  # the latest events, each with its number `seq`
-        self.seq = 0
 
     def tick(self, loop: asyncio.AbstractEventLoop) -> None:
         for stream in self.pipeline.streams:
@@ -64,15 +60,6 @@ class PipelineBackend:
         self.removed.add(name)
         return True
 
-    def add_events(self, events: list[dict]) -> None:
-        """From a source's writer thread: number them and keep the latest."""
-        for event in events:
-            self.seq += 1
-            self.recent.append({"seq": self.seq, **event})
-
-    def events(self, since: int) -> list[dict]:
-        return [e for e in list(self.recent) if e["seq"] > since]
-
     def view(self, name: str) -> LiveTap | None:
         stream = self.stream(name)
         return None if stream is None else self.views.of(stream)
@@ -93,12 +80,9 @@ class PipelineConsole(Observer):
 
     def __init__(self, pipeline) -> None:
         self.views = pipeline.observe(LiveViews())
-        self.backend = PipelineBackend(pipeline, self.views)
+        events = pipeline.observe(EventCollector()).recent
+        self.backend = PipelineBackend(pipeline, self.views, events)
         self.console = Console(self.backend, pipeline.cfg.runtime.console)
-
-    def result(self, result, stream) -> None:
-        if result.events:
-            self.backend.add_events(result.events)
 
     def started(self, pipeline) -> list:
         return [self.console.serve()]

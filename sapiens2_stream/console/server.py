@@ -138,6 +138,7 @@ class Console:
             Route("/api/v1/sources", self.list_sources, methods=["GET"]),
             Route("/api/v1/threads", self.threads, methods=["GET"]),
             Route("/api/v1/events", self.events, methods=["GET"]),
+            Route("/api/v1/events/{seq:int}/snapshot.jpg", self.event_snapshot, methods=["GET"]),
             Route("/api/v1/sources", self.add_source, methods=["POST"]),
             Route("/api/v1/sources/{name}", self.one_source, methods=["GET"]),
             Route("/api/v1/sources/{name}", self.remove_source, methods=["DELETE"]),
@@ -215,7 +216,14 @@ class Console:
             since = int(request.query_params.get("since", "0"))
         except ValueError:
             return JSONResponse({"error": "since: expected a whole number"}, 400)
-        return JSONResponse(self.backend.events(since))
+        return JSONResponse(self.backend.recent.since(since))
+
+    async def event_snapshot(self, request: Request) -> Response:
+        """The annotated frame an event happened in (while the console keeps the event)."""
+        path = self.backend.recent.snapshot(request.path_params["seq"])
+        if path is None:
+            return JSONResponse({"error": f"no snapshot of event {request.path_params['seq']}"}, 404)
+        return FileResponse(path, media_type="image/jpeg")
 
     async def one_source(self, request: Request) -> Response:
         return self.guarded(lambda: JSONResponse(self.status(request.path_params["name"])))

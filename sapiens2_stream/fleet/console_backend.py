@@ -79,14 +79,10 @@ class FleetBackend:
         self.fleet = fleet
         self.cfg = fleet.cfg
         self.relays: dict[str, Relay] = {}
+        self.recent = fleet.events  # the cameras' events, as the workers report them
 
     def tick(self, loop: asyncio.AbstractEventLoop) -> None:
         pass  # the workers report their cameras' rates
-
-    def events(self, since: int) -> list[dict]:
-        """The fleet's workers keep their events in their own runs' events.jsonl; the driver's console lists none
-        yet."""
-        return []
 
     def names(self) -> list[str]:
         return list(self.fleet.record.data["sources"])

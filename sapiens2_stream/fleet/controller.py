@@ -22,9 +22,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..config import ConsoleConfig, MetricsConfig, PipelineConfig, SourceConfig, from_dict
+from ..console.events import RecentEvents
 from ..errors import Sapiens2StreamError
 from ..io.sources import Source
-from ..runtime.prometheus import Endpoints
+from ..runtime.prometheus import Endpoints, event_metrics
 from ..runtime.ray_cluster import connect, worker_plan
 from .placement import place
 from .record import FleetRecord, write_marker
@@ -74,6 +75,8 @@ class Fleet:
         self.unit: tuple[str, float] = ("GPU", 1.0)  # the Ray resource a worker takes, and how much of it
         self.result_wall: dict[str, float] = {}  # camera -> wall time of its latest result, as last reported
         self.assigned_at: dict[str, float] = {}
+        self.events = RecentEvents()  # the cameras' latest events, as the workers report them (the console's list)
+        self.event_cursor: dict[str, tuple[int, int]] = {}  # worker -> (pid, seq) of the last event taken
         self.endpoints = None
 
     # ------------------------------------------------------------------------------------------- starting
@@ -152,7 +155,7 @@ class Fleet:
         ray = self.ray
         for name, handle in self.handles.items():
             if name not in self.pending:
-                self.pending[name] = handle.stats.remote()
+                self.pending[name] = handle.stats.remote(self.event_cursor.get(name, (0, 0)))
         ready, _ = ray.wait(list(self.pending.values()), num_returns=len(self.pending), timeout=POLL_S)
         now = time.time()
         with self.lock:
@@ -171,6 +174,7 @@ class Fleet:
                 continue  # restarting or gone: Ray decides, the next poll asks again
             self.stats[name], self.seen[name] = stats, now
             self.update_worker(name, stats)
+            self.take_events(name, stats)
             for cam, c in stats["cameras"].items():
                 if c["result_age_s"] is not None:
                     self.result_wall[cam] = now - c["result_age_s"]
@@ -180,6 +184,16 @@ class Fleet:
                 self.rehome(name, f"node {worker['node_id'][:12]} lost")
             elif name in self.awaited and now - self.awaited[name] > FRESH_WAIT_S:
                 self.rehome(name, f"{name} not restarted within {FRESH_WAIT_S:g} s", fresh=False)
+
+    def take_events(self, name: str, stats: dict) -> None:
+        """The events a worker's answer brings (those after the last taken from it), each camera's snapshots in
+        its own folder."""
+        events = stats.pop("events", [])
+        if events:
+            self.event_cursor[name] = (stats["pid"], events[-1]["seq"])
+        for event in events:
+            own = {k: v for k, v in event.items() if k not in ("seq", "snapshot_url")}  # numbered again here
+            self.events.add([own], self.out / event["source"])
 
     def update_worker(self, name: str, stats: dict) -> None:
         """A worker answered: note where it runs now (Ray may have restarted it, on this node or another)."""
@@ -396,6 +410,9 @@ class FleetCollector:
         for name, worker in fleet.record.data["workers"].items():
             capacity.add_metric([name, worker["node_id"]], worker["capacity_fps"])
         yield from (written, fps, age, owned, capacity)
+        cameras = {cam: c for stats in fleet.stats.values() for cam, c in stats["cameras"].items()}
+        yield from event_metrics((cam, c["event_counts"], c["event_counts"]["kinds"]) for cam, c in cameras.items()
+                                 if c.get("event_counts"))  # fmt: skip
 
 
 class FleetConsole:

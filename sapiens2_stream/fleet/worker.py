@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import PipelineConfig, SourceConfig, from_dict
+from ..console.events import EventCollector
 from ..console.live import LiveViews
 from ..console.status import counters, state, without_credentials
 from ..errors import Sapiens2StreamError
@@ -73,6 +74,7 @@ class FleetWorker:
         # cameras come by sync
         self.pipeline = Pipeline(replace(cfg, sources=[]), loaded=self.loaded, serve=True)
         self.views = self.pipeline.observe(LiveViews()) if views else None  # for the driver's console
+        self.events = self.pipeline.observe(EventCollector()).recent  # the cameras' events, for the driver
         self.summary: dict | None = None
         self.thread = threading.Thread(target=self._run, name=f"fleet-{name}", daemon=True)
         self.thread.start()
@@ -171,9 +173,10 @@ class FleetWorker:
         """This worker's cameras whose streams are open, by name."""
         return {s.name: s for s in self.pipeline.streams if not s.closed and s.name in self.epochs}
 
-    def stats(self) -> dict:
+    def stats(self, events_after: tuple[int, int] | None = None) -> dict:
         """The worker's numbers for the driver (also its sign of life): per camera, what it read and wrote and
-        the age of its latest result."""
+        the age of its latest result. `events_after` (pid, seq): also the events after number `seq` of the
+        process `pid` (all it keeps when that was another process: Ray restarted this worker)."""
         cameras = {}
         for s in self.running().values():
             cameras[s.name] = {
@@ -181,7 +184,11 @@ class FleetWorker:
                 "state": "fenced" if s.fenced else state(s), "uri": without_credentials(s.cfg.source.uri),
                 "recording": str(s.feed.recording) if s.feed.recording else None,
             }  # fmt: skip
-        return {**self.info(), "worker": self.name, "cameras": cameras}
+        answer = {**self.info(), "worker": self.name, "cameras": cameras}
+        if events_after is not None:
+            pid, seq = events_after
+            answer["events"] = self.events.since(seq if pid == os.getpid() else 0)
+        return answer
 
     def live(self, camera: str, after: int) -> dict | None:
         """The camera's live view since fragment `after`, for the driver's console (see LiveTap.since)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import torch
@@ -65,7 +66,7 @@ class RunCollector:
             fps.add_metric([label], numbers["processed_fps"])
             behind.add_metric([label], float(s.under_load()))
         yield from (dropped, outputs, people, fps, behind)
-        yield from event_metrics(streams)
+        yield from event_metrics((s.label, s.events.counts(), s.events.totals) for s in streams if s.events)
         if self.pipeline.mocap is not None:
             yield from mocap_metrics(self.pipeline.mocap)
         device = self.pipeline.loaded.device
@@ -75,23 +76,21 @@ class RunCollector:
             yield gpu
 
 
-def event_metrics(streams) -> list:
-    """Per source with `events:`: people in each zone, crossings of each line by direction, events by kind."""
+def event_metrics(sources: Iterable[tuple[str, dict, dict]]) -> list:
+    """Per source with `events:` (label, `EventRules.counts()`, events so far by kind): people in each zone,
+    crossings of each line by direction, events by kind."""
     zones = GaugeMetricFamily("sapiens2_zone_people", "people in each zone", labels=["source", "zone"])
     lines = CounterMetricFamily("sapiens2_line_crossings", "crossings of each line, by direction",
                                 labels=["source", "line", "direction"])  # fmt: skip
     kinds = CounterMetricFamily("sapiens2_events", "events by kind", labels=["source", "kind"])
-    for s in streams:
-        if s.events is None:
-            continue
-        counts = s.events.counts()
+    for label, counts, totals in sources:
         for zone, people in counts["zones"].items():
-            zones.add_metric([s.label, zone], people)
+            zones.add_metric([label, zone], people)
         for line, directions in counts["lines"].items():
             for direction, n in directions.items():
-                lines.add_metric([s.label, line, direction], n)
-        for kind, n in s.events.totals.items():
-            kinds.add_metric([s.label, kind], n)
+                lines.add_metric([label, line, direction], n)
+        for kind, n in totals.items():
+            kinds.add_metric([label, kind], n)
     return [zones, lines, kinds]
 
 

@@ -1,5 +1,6 @@
 // sapiens2-stream console: live players (fragmented MP4 over a WebSocket into Media Source Extensions, MJPEG
-// where MSE is missing) and the status of every source, refreshed every 2 s. Plain JavaScript, no CDN.
+// where MSE is missing), the status of every source and the latest events with their snapshots, refreshed every
+// 2 s. Plain JavaScript, no CDN.
 "use strict";
 const TARGET_S = 0.2, JUMP_S = 1.0, KEEP_S = 10;  // behind the newest data: aim, jump to the live edge, buffer kept
 
@@ -65,6 +66,47 @@ function numbers(s) {
     " frames/s, last result " + age + ", " + s.people + " in view" + where;
 }
 
+function eventText(e) {  // "12.4 s  door: crossing in, track 3"
+  const where = e.zone !== undefined ? e.zone + ": " : e.line !== undefined ? e.line + ": " : "";
+  const detail = e.direction ? " " + e.direction : e.dwell_s !== undefined ? " after " + e.dwell_s.toFixed(1) + " s" : "";
+  const who = e.track_id !== undefined && e.track_id !== null ? ", track " + e.track_id : "";
+  return e.time_s.toFixed(1) + " s  " + where + e.kind + detail + who;
+}
+
+function countsText(c) {  // "zones: bay 2 · lines: door in 3 / out 1"
+  if (!c) return "";
+  const zones = Object.entries(c.zones).map(([n, k]) => n + " " + k).join(", ");
+  const lines = Object.entries(c.lines).map(([n, d]) => n + " " + Object.entries(d).map(([k, v]) => k + " " + v)
+    .join(" / ")).join(", ");
+  return [zones && "zones: " + zones, lines && "lines: " + lines].filter(Boolean).join(" · ");
+}
+
+async function eventList(only) {  // the latest events, newest first; `only`: one source's
+  const list = document.getElementById("events"), KEEP = 100;
+  let since = 0;
+  async function refresh() {
+    const events = await (await fetch("/api/v1/events?since=" + since)).json();
+    for (const e of events) {
+      since = e.seq;
+      if (only && e.source !== only) continue;
+      const item = document.createElement("li");
+      item.className = "event"; item.dataset.kind = e.kind;
+      if (e.snapshot_url) {
+        const link = document.createElement("a"), img = document.createElement("img");
+        link.href = e.snapshot_url; img.src = e.snapshot_url; img.loading = "lazy"; img.alt = e.kind;
+        link.appendChild(img); item.appendChild(link);
+      }
+      const text = document.createElement("span");
+      text.textContent = (only ? "" : e.source + "  ") + eventText(e);
+      item.appendChild(text);
+      list.prepend(item);
+    }
+    while (list.children.length > KEEP) list.lastChild.remove();
+  }
+  await refresh();
+  setInterval(refresh, 2000);
+}
+
 async function grid() {
   const tiles = document.getElementById("tiles"), shown = {};
   async function refresh() {
@@ -74,12 +116,13 @@ async function grid() {
         const tile = document.createElement("div");
         tile.className = "tile"; tile.id = "tile-" + s.name;
         tile.innerHTML = '<a href="/sources/' + encodeURIComponent(s.name) + '"><video class="live"></video></a>' +
-          '<div class="name"></div><div class="numbers"></div>';
+          '<div class="name"></div><div class="numbers"></div><div class="counts"></div>';
         tiles.appendChild(tile);
         tile.querySelector(".name").textContent = s.name;
         shown[s.name] = {tile, player: play(tile.querySelector("video"), s.name)};
       }
       shown[s.name].tile.querySelector(".numbers").innerHTML = numbers(s);
+      shown[s.name].tile.querySelector(".counts").textContent = countsText(s.event_counts);
     }
     for (const name of Object.keys(shown)) {
       if (!sources.some((s) => s.name === name)) { shown[name].tile.remove(); delete shown[name]; }
@@ -87,6 +130,7 @@ async function grid() {
   }
   await refresh();
   setInterval(refresh, 2000);
+  eventList();
 }
 
 async function source() {
@@ -102,6 +146,7 @@ async function source() {
     const s = await (await fetch(base)).json();
     document.getElementById("numbers").innerHTML = numbers(s) + ", " + s.frames_out + " frames written, " +
       s.reconnects + " reconnects, dropped " + JSON.stringify(s.dropped);
+    document.getElementById("counts").textContent = countsText(s.event_counts);
     const files = await (await fetch(base + "/recordings")).json();
     const list = document.getElementById("recordings");
     list.innerHTML = "";
@@ -115,4 +160,5 @@ async function source() {
   }
   await refresh();
   setInterval(refresh, 2000);
+  eventList(name);
 }
