@@ -472,48 +472,57 @@ def figures_clip(tmp_path_factory):
 
 
 def figure_run(tmp_path, tiny_dir, uri, delay_s=0.0):
-    """A run on the figures with a door line (feet anchor): its crossing events by lane, and its summary."""
+    """A run on the figures with a door line and the room beyond it as a zone (feet anchor): its events as
+    {kind: {lane: event}}, and its summary."""
     import json
 
     from sapiens2_stream.runtime.pipeline import Pipeline
     from tests.test_pipeline import SMALL, config
 
     door = {"points": [[DOOR_X, 0], [DOOR_X, F.H]], "anchor": "feet"}
-    cfg = config(tmp_path, tiny_dir, uri, events={"lines": {"door": door}}, outputs={"video": {"enabled": False}},
-                 models={"pose": {"source": str(tiny_dir["pose"]), "input_size": SMALL, "flip": "off"}},
-                 source={"max_frames": round(SECONDS * CLIP_FPS)})  # fmt: skip  # a camera: the clip's length
-    summary = Pipeline(cfg, loaded=F.figure_models(cfg, delay_s)).run()
+    room = {"polygon": [[DOOR_X, 0], [F.W, 0], [F.W, F.H], [DOOR_X, F.H]], "anchor": "feet"}
+    cfg = config(tmp_path, tiny_dir, uri, events={"lines": {"door": door}, "zones": {"room": room}},
+                 outputs={"video": {"enabled": False}}, source={"max_frames": round(SECONDS * CLIP_FPS)},
+                 models={"pose": {"source": str(tiny_dir["pose"]), "input_size": SMALL, "flip": "off"}})  # fmt: skip
+    summary = Pipeline(cfg, loaded=F.figure_models(cfg, delay_s)).run()  # (max_frames: a camera plays it once)
     out = tmp_path / "out"
     lane_of = {}  # track -> lane, by where its box is
     for line in (out / "results.jsonl").read_text().splitlines():
         for person in json.loads(line)["people"]:
             lane_of.setdefault(person["track_id"], int(person["box"][1] + person["box"][3] / 2) // 80)
-    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
-    crossings = {lane_of[e["track_id"]]: e for e in events if e["kind"] == "crossing"}
-    assert len(crossings) == len([e for e in events if e["kind"] == "crossing"]), events  # one per lane at most
-    return crossings, summary["sources"]["pipeline"]
+    found: dict[str, dict[int, dict]] = {}
+    for event in map(json.loads, (out / "events.jsonl").read_text().splitlines()):
+        lane = lane_of[event["track_id"]]
+        assert lane not in found.setdefault(event["kind"], {}), event  # one of each kind per walker at most
+        found[event["kind"]][lane] = event
+    return found, summary["sources"]["pipeline"]
 
 
-def assert_door_counts(crossings, source, within_s):
-    """Both walkers counted once each way, at the moment their feet crossed; the one who turned back not at all."""
-    assert sorted(crossings) == [0, 1], crossings
+def assert_door_counts(found, source, within_s):
+    """Both walkers counted once each way at the moment their feet crossed, the one who turned back not at all;
+    the room entered by the one who came in, left by the one who was in it from the start, with its dwell."""
+    crossings = found["crossing"]
+    assert sorted(crossings) == [0, 1] and sorted(found) == ["crossing", "enter", "exit"], found
     assert {crossings[0]["direction"], crossings[1]["direction"]} == {"in", "out"}
     for lane, event in crossings.items():
         assert abs(event["time_s"] - CROSSED_AT[lane]) <= within_s, (lane, event["time_s"])
-    assert source["event_counts"]["lines"] == {"door": {"in": 1, "out": 1}}
+    assert sorted(found["enter"]) == [0, 1] and sorted(found["exit"]) == [1]
+    assert found["enter"][1]["time_s"] <= within_s and abs(found["enter"][0]["time_s"] - CROSSED_AT[0]) <= within_s
+    assert abs(found["exit"][1]["dwell_s"] - CROSSED_AT[1]) <= within_s
+    assert source["event_counts"] == {"zones": {"room": 1}, "lines": {"door": {"in": 1, "out": 1}}}
 
 
 def test_a_run_counts_the_figures_crossing_exactly(tmp_path, tiny_dir, figures_clip):
     """From a file (every frame): each crossing within three frame intervals of the truth (the smoothed feet trail
     the figure's by about two)."""
-    crossings, source = figure_run(tmp_path, tiny_dir, figures_clip)
-    assert_door_counts(crossings, source, within_s=3 / CLIP_FPS)
+    found, source = figure_run(tmp_path, tiny_dir, figures_clip)
+    assert_door_counts(found, source, within_s=3 / CLIP_FPS)
 
 
 def test_a_live_source_that_drops_frames_still_counts_exactly(tmp_path, tiny_dir, figures_clip):
     """The same clip as a camera (camera-paced lavfi) with a model too slow for its 25 frames/s: frames are dropped,
     the counts stay exact, each crossing found within a few processed frames."""
-    crossings, source = figure_run(tmp_path, tiny_dir, f"lavfi:movie={figures_clip},realtime", delay_s=0.02)
+    found, source = figure_run(tmp_path, tiny_dir, f"lavfi:movie={figures_clip},realtime", delay_s=0.02)
     dropped = sum(source["dropped"].values())
     assert dropped > 0.2 * source["frames_in"], source["dropped"]  # it did fall behind
-    assert_door_counts(crossings, source, within_s=0.4)
+    assert_door_counts(found, source, within_s=0.4)

@@ -1,9 +1,12 @@
 """Person identities across frames: IoU plus motion association in the ByteTrack style.
 
-Each track predicts its box forward with a constant velocity (from real time deltas), confident detections
-are matched first, the remaining tracks then try the weak detections (people partly hidden keep their id),
-unmatched confident detections start tracks, and tracks unseen for `max_lost_s` end. Between detector runs
-the predicted boxes carry the ids forward.
+Each track predicts its box forward with a constant velocity of its centre, keeping its size. The velocity is
+the slope of a straight line through the centres of the last `VELOCITY_WINDOW_S` (real times): a walking
+person's box edges jitter with the arms and legs every frame, and one frame's difference, carried over the gap of
+a live source's dropped frames, misses the person by more than their width. Confident detections are matched
+first, the remaining tracks then try the weak detections (people partly hidden keep their id), unmatched
+confident detections start tracks, and tracks unseen for `max_lost_s` end. Between detector runs the predicted
+boxes carry the ids forward.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from scipy.optimize import linear_sum_assignment
 
 from ..config import TrackerConfig
 
+VELOCITY_WINDOW_S = 0.6  # a track's velocity: the straight line through its centres of this long
+
 
 @dataclass
 class Track:
@@ -22,12 +27,13 @@ class Track:
     box: np.ndarray  # xywh at last_t
     score: float
     last_t: float
-    velocity: np.ndarray = field(default_factory=lambda: np.zeros(4, np.float32))  # d(xywh)/dt
+    velocity: np.ndarray = field(default_factory=lambda: np.zeros(2, np.float32))  # d(centre)/dt, pixels/s
     hits: int = 1
+    seen: list = field(default_factory=list)  # (t, centre x, centre y) of the latest detections
 
     def predicted(self, t: float) -> np.ndarray:
-        box = self.box + self.velocity * (t - self.last_t)
-        box[2:] = np.maximum(box[2:], 1.0)
+        box = self.box.copy()
+        box[:2] += self.velocity * (t - self.last_t)
         return box
 
 
@@ -105,10 +111,14 @@ class Tracker:
         self._expire(t)
 
     def _observe(self, track: Track, det: np.ndarray, t: float) -> None:
-        dt = t - track.last_t
-        if dt > 0:
-            new_velocity = (det[:4] - track.box) / dt
-            track.velocity = 0.5 * track.velocity + 0.5 * new_velocity if track.hits > 1 else new_velocity
+        if not track.seen:
+            track.seen.append((track.last_t, *(track.box[:2] + track.box[2:] / 2)))
+        track.seen = [s for s in track.seen if t - s[0] <= VELOCITY_WINDOW_S and s[0] < t]
+        track.seen.append((t, *(det[:2] + det[2:4] / 2)))
+        if len(track.seen) > 1:  # the slope of a straight line through the recent centres
+            seen = np.array(track.seen)
+            times, centres = seen[:, 0] - seen[:, 0].mean(), seen[:, 1:] - seen[:, 1:].mean(0)
+            track.velocity = ((times[:, None] * centres).sum(0) / (times**2).sum()).astype(np.float32)
         track.box = det[:4].copy()
         track.score = float(det[4])
         track.last_t = t
