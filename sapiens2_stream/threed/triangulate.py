@@ -31,7 +31,7 @@ For each moment:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
@@ -61,7 +61,8 @@ class Track3D:
     xyz: np.ndarray
     velocity: np.ndarray
     time_s: float
-    filter: AdaptiveKalman
+    filter: AdaptiveKalman  # over `joints` only: the joints this person has had so far
+    joints: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
 
     def predicted(self, time_s: float) -> np.ndarray:
         return self.xyz + self.velocity * min(time_s - self.time_s, 0.5)
@@ -137,8 +138,7 @@ class Triangulator:
             sure = np.stack([p[1][body] >= self.min_score for p in people])  # [D, J]
             d = np.linalg.norm(projected[:, None] - keypoints[None], axis=-1)  # [T, D, J]
             d = np.where(sure[None] & np.isfinite(d), d, np.nan)
-            enough = np.isfinite(d).sum(-1) >= 3
-            cost = np.where(enough, np.nanmedian(np.where(enough[..., None], d, 0.0), axis=-1), 1e9)
+            cost = np.where(np.isfinite(d).sum(-1) >= 3, finite_median(d), 1e9)
             rows, cols = linear_sum_assignment(cost)
             for a, b in zip(rows, cols, strict=True):
                 if cost[a, b] <= self.match_px:
@@ -239,18 +239,34 @@ class Triangulator:
         if new:
             track_id, self.next_id = self.next_id, self.next_id + 1
             self.tracks[track_id] = Track3D(track_id, xyz, np.zeros_like(xyz), time_s,
-                                            AdaptiveKalman(xyz.shape, **FILTER))  # fmt: skip
+                                            AdaptiveKalman((0, 3), **FILTER))  # fmt: skip
         track = self.tracks[track_id]
-        valid = np.isfinite(xyz).all(1, keepdims=True) & np.ones((1, 3), bool)
+        made = np.isfinite(xyz).all(1)
+        joining = np.setdiff1d(np.flatnonzero(made), track.joints)
+        if len(joining):
+            track.joints = np.concatenate([track.joints, joining])
+            track.filter.extend(len(joining))
+        joints = track.joints
         dt = None if new else max(time_s - track.time_s, 1e-3)
-        smooth = track.filter.step(np.nan_to_num(xyz), np.broadcast_to(np.maximum(confidence, 1e-3)[:, None],
-                                   xyz.shape), valid, dt)  # fmt: skip
-        smooth = np.where(track.filter.started, smooth, np.nan)
+        step = track.filter.step(np.nan_to_num(xyz[joints]), np.broadcast_to(np.maximum(confidence[joints], 1e-3)
+                                 [:, None], (len(joints), 3)), np.repeat(made[joints, None], 3, 1), dt)  # fmt: skip
+        smooth = np.full_like(xyz, np.nan)
+        smooth[joints] = np.where(track.filter.started, step, np.nan)
         if dt:
             moved = (smooth - track.xyz) / dt
             track.velocity = np.where(np.isfinite(moved), moved, 0.0)
         track.xyz, track.time_s = smooth, time_s
         return track
+
+
+def finite_median(d: np.ndarray) -> np.ndarray:
+    """The median of each row's finite values along the last axis (NaN for none): np.nanmedian's masked arrays
+    cost more than the rest of a moment."""
+    ordered = np.sort(d, -1)  # NaN last
+    n = np.isfinite(d).sum(-1, keepdims=True)
+    low = np.take_along_axis(ordered, np.maximum(n - 1, 0) // 2, -1)
+    high = np.take_along_axis(ordered, np.minimum(n // 2, d.shape[-1] - 1), -1)
+    return np.where(n > 0, (low + high) / 2, np.nan)[..., 0]
 
 
 def project(projection: np.ndarray, xyz: np.ndarray) -> np.ndarray:

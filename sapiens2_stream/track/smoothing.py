@@ -151,6 +151,13 @@ class AdaptiveKalman:
         self.mu = np.full((2, *shape), 0.5)
         self.started = np.zeros(shape, bool)
 
+    def extend(self, more: int) -> None:
+        """`more` fresh coordinates appended along the first axis (not started until measured): a filter over only
+        the coordinates that were ever measured costs in proportion to them."""
+        grow = lambda a, fill: np.concatenate([a, np.full((a.shape[0], more, *a.shape[2:]), fill)], 1)  # noqa: E731
+        self.x, self.p, self.mu = grow(self.x, 0.0), grow(self.p, 0.0), grow(self.mu, 0.5)
+        self.started = np.concatenate([self.started, np.zeros((more, *self.started.shape[1:]), bool)])
+
     def step(self, z: np.ndarray, scores: np.ndarray, valid: np.ndarray, dt: float | None) -> np.ndarray:
         """One frame: measurements z, their scores (the variance is r / score**2) and which to use; returns the
         combined position estimate."""
