@@ -298,6 +298,11 @@ class ThreeDConfig:
     cameras: list[str] | None = None  # several cameras: the sources triangulated together into OUTPUT/3d/ (default:
     # every source the calibration names; two or more make a live motion-capture group)
     max_skew_s: float | Literal["auto"] = "auto"  # the longest a moment waits for a camera; auto: half a frame
+    sync: Literal["auto", "audio", "none"] = "auto"  # a group's file cameras (live ones go by capture time): their
+    # time offsets from their soundtracks (a clap); auto: when every one has a clear one, else none (they started
+    # together)
+    offsets_s: dict[str, float] = field(default_factory=dict)  # offsets by hand, per camera, over `sync`: camera
+    # time t is the group's time t + offset (the export pose2sim convention)
     vmc: list[str] = field(default_factory=list)  # host:port of VMC receivers (VSeeFace, Unity EVMC4U, Blender;
     # usually 127.0.0.1:39539): the first person, live (needs the osc extra)
     osc: list[str] = field(default_factory=list)  # host:port of plain OSC receivers (TouchDesigner, Max): everyone

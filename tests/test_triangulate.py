@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from sapiens2_stream.threed import Triangulator
 from tests import scenes3d as S
@@ -219,3 +220,38 @@ def test_a_run_with_calibrated_sources_writes_its_moments(tmp_path, tiny_dir):
 
     families = {f.name: f for f in mocap_metrics(pipeline.mocap)}
     assert {"sapiens2_3d_people", "sapiens2_3d_latency_ms", "sapiens2_3d_moments_missing"} <= set(families)
+
+
+def test_file_cameras_are_put_in_step_by_their_soundtracks(tmp_path, tiny_dir):
+    """Two files of one take; the second camera started 0.4 s late, so its clap comes 0.4 s earlier in its file.
+    `threed.sync: auto` finds the offset from the soundtracks and pairs each of its frames with the first camera's
+    frame 0.4 s later: both views only where both filmed. `threed.offsets_s` overrides; a camera outside the group
+    is refused."""
+    from sapiens2_stream.config import PipelineConfig, from_dict
+    from sapiens2_stream.errors import Sapiens2StreamError
+    from sapiens2_stream.io.synthetic import make_clip
+    from sapiens2_stream.runtime.live_mocap import file_offsets
+    from sapiens2_stream.runtime.pipeline import Pipeline
+    from sapiens2_stream.threed.calibration import write_calibration
+
+    for name, clap in (("cam1", 1.0), ("cam2", 0.6)):
+        make_clip(tmp_path / f"{name}.mp4", frames=36, size=(240, 320), audio=True, clap_s=clap)
+    write_calibration(tmp_path / "Calib.toml", S.rig(2))
+    data = {
+        "sources": [{"name": n, "uri": str(tmp_path / f"{n}.mp4")} for n in ("cam1", "cam2")],
+        "detector": {"type": "full_frame"},
+        "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96], "flip": "off"}},
+        "outputs": {"dir": str(tmp_path / "out"), "video": {"enabled": False}},
+        "threed": {"calibration": str(tmp_path / "Calib.toml")},
+    }
+    summary = Pipeline(from_dict(PipelineConfig, data)).run()["live_mocap"]
+    assert summary["sync"] == "audio" and abs(summary["offsets_s"]["cam2"] - 0.4) < 0.01, summary
+    records = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
+    both = [r["time"] for r in records if r["views"] == ["cam1", "cam2"]]
+    assert len(both) == 24 and abs(both[0] - 0.4) < 0.02 and abs(both[-1] - 35 / 30) < 0.02  # 0.4 s to the end
+    assert {tuple(r["views"]) for r in records} == {("cam1",), ("cam1", "cam2"), ("cam2",)}
+    given = from_dict(PipelineConfig, {**data, "threed": {**data["threed"], "offsets_s": {"cam2": 0.25}}})
+    assert file_offsets(given, ["cam1", "cam2"]) == ({"cam1": 0.0, "cam2": 0.25}, "given")
+    wrong = from_dict(PipelineConfig, {**data, "threed": {**data["threed"], "offsets_s": {"cam9": 0.25}}})
+    with pytest.raises(Sapiens2StreamError, match="threed.offsets_s: cam9 not a camera of the group"):
+        file_offsets(wrong, ["cam1", "cam2"])

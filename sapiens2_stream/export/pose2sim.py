@@ -30,9 +30,8 @@ from ..io.jsonl import parse_lines
 from ..models.metadata import NUM_KEYPOINTS
 from ..threed.calibration import Camera, read_calibration, write_calibration
 from .skeletons import SKELETONS, Layout, layout
-from .sync import BODY, Offset, Track2D, audio_offsets, motion_offsets, soundtrack
+from .sync import BODY, Offset, Track2D, motion_offsets, sound_offsets, soundtrack
 
-AUDIO_CONFIDENCE = 0.5  # --sync auto takes the soundtracks only when every camera's is at least this clear
 STALE = ("pose", "pose-sync", "pose-associated")  # what Pose2Sim would read instead of a fresh pose/
 
 
@@ -112,14 +111,12 @@ def synchronise(runs: list[CameraRun], method: str, cameras: dict[str, Camera] |
     if method == "none":
         return {run.name: Offset(0.0, 0, 1.0, "none") for run in runs}
     if method in ("audio", "auto"):
-        sounds = {run.name: run.sound() for run in runs}
-        missing = [name for name, sound in sounds.items() if sound is None]
-        if not missing:
-            offsets = audio_offsets(sounds, step)
-            if method == "audio" or min(o.confidence for o in offsets.values()) >= AUDIO_CONFIDENCE:
-                return offsets
-        elif method == "audio":
-            raise Sapiens2StreamError(f"--sync audio: no soundtrack for {', '.join(missing)}; use --sync motion")
+        try:
+            offsets = sound_offsets({run.name: run.sound() for run in runs}, step, method)
+        except ValueError as e:
+            raise Sapiens2StreamError(f"--sync audio: {e}; use --sync motion") from None
+        if offsets:
+            return offsets
     tracks = {run.name: run.main_person() for run in runs}
     if cameras is not None:  # the calibration's epipolar geometry holds for undistorted points
         for name, track in tracks.items():

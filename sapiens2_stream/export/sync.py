@@ -30,6 +30,7 @@ from ..threed.calibration import Camera
 BODY = (*range(21), 41, 62)  # Sapiens2 body and feet keypoints (wrists are 41 and 62): the points sync uses
 MIN_SCORE = 0.3
 AUDIO_RATE = 8000
+AUDIO_CONFIDENCE = 0.5  # `auto` takes the soundtracks only when every camera's onset is at least this clear
 ENVELOPE_HOP = 32  # samples: a 4 ms envelope
 
 
@@ -193,3 +194,17 @@ def audio_offsets(sounds: dict[str, tuple[np.ndarray, float]], step: float) -> d
         conf = float(np.clip(1 - away.max() / xc[best], 0, 1)) if xc[best] > 0 and len(away) else 0.0
         out[name] = Offset(offset, round(offset / step), conf, "audio")
     return out
+
+
+def sound_offsets(sounds: dict[str, tuple[np.ndarray, float] | None], step: float, method: str) -> dict[str, Offset]:
+    """Every camera's offset from its soundtrack (`soundtrack`'s answer, None without one), or {} when they cannot
+    say: `auto` wants every camera's soundtrack and each offset at least AUDIO_CONFIDENCE clear; `audio` takes
+    whatever they give and names the cameras without one (ValueError)."""
+    missing = [name for name, sound in sounds.items() if sound is None]
+    if missing:
+        if method == "audio":
+            raise ValueError(f"no soundtrack for {', '.join(missing)}")
+        return {}
+    offsets = audio_offsets(sounds, step)
+    clear = min(o.confidence for o in offsets.values()) >= AUDIO_CONFIDENCE
+    return offsets if method == "audio" or clear else {}

@@ -52,9 +52,10 @@ def render_frame(i: int, n: int, size: tuple[int, int], people: int) -> tuple[np
 
 def make_clip(
     path: str | Path, frames: int = 30, size: tuple[int, int] = (240, 320), fps: int = 30, people: int = 1,
-    audio: bool = False,
+    audio: bool = False, clap_s: float | None = None,
 ) -> list[list[np.ndarray]]:  # fmt: skip
-    """Write an H.264 mp4 (optionally with an AAC tone) and return the true boxes of each frame."""
+    """Write an H.264 mp4 (optionally with an AAC tone, or with `clap_s` a quiet room and a clap then) and return
+    the true boxes of each frame."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     truth = []
@@ -73,7 +74,11 @@ def make_clip(
         if sound is not None:
             samples = int(48000 * frames / fps)
             t = np.arange(samples) / 48000
-            tone = (0.2 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None]
+            if clap_s is None:
+                tone = (0.2 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None]
+            else:
+                noise = np.random.default_rng(0).normal(size=t.size)
+                tone = (np.where((t >= clap_s) & (t < clap_s + 0.02), 0.5, 0.005) * noise).astype(np.float32)[None]
             chunk = 1024
             for start in range(0, samples, chunk):
                 af = av.AudioFrame.from_ndarray(np.ascontiguousarray(tone[:, start : start + chunk]), format="fltp",

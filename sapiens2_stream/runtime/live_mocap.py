@@ -2,11 +2,12 @@
 `threed:` section with a calibration naming two cameras or more).
 
 Each camera's results wait in a queue by capture time (a live camera's wall clock at capture, a file's own
-timestamps). The earliest waiting result anchors a moment; every other camera gives its result nearest that time
-within `max_skew_s` (default: half the fastest camera's frame interval), and the moment is made as soon as each
-camera has either shown a later result or stayed silent for `max_skew_s` since the anchor arrived: a stalled or
-dead camera never holds the others back longer than that, and it counts as missing in the status. The moment goes
-through `threed.Triangulator` and out to OUTPUT/3d/keypoints_3d.jsonl (world frame of the calibration, metres),
+timestamps moved by its offset: `threed.offsets_s`, else from the soundtracks by `threed.sync`, as `export
+pose2sim --sync audio` finds them). The earliest waiting result anchors a moment; every other camera gives its
+result nearest that time within `max_skew_s` (default: half the fastest camera's frame interval), and the moment
+is made as soon as each camera has either shown a later result or stayed silent for `max_skew_s` since the anchor
+arrived: a stalled or dead camera never holds the others back longer than that, and it counts as missing in the
+status. The moment goes through `threed.Triangulator` and out to OUTPUT/3d/keypoints_3d.jsonl (world frame of the calibration, metres),
 MQTT (TOPIC/3d), the VMC and OSC targets, /metrics (people, views per person, reprojection error, latency), and at
 the end TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/.
 """
@@ -24,8 +25,10 @@ import numpy as np
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
 from ..export.motion3d import write_track
+from ..export.sync import sound_offsets, soundtrack
 from ..export.vmc import OscSender
 from ..io.jsonl import write_line
+from ..io.sources import source_kind
 from ..threed import Triangulator
 from ..threed.calibration import read_calibration
 from .observer import Observer
@@ -48,6 +51,26 @@ def triangulation_group(cfg: PipelineConfig) -> list[str]:
     return group if len(group) >= 2 else []
 
 
+def file_offsets(cfg: PipelineConfig, group: list[str]) -> tuple[dict[str, float], str]:
+    """The group's file cameras' time offsets (camera time t is the group's t + offset) and how they were found:
+    `threed.offsets_s` over what the soundtracks say (`threed.sync`); live cameras go by capture time."""
+    t = cfg.threed
+    unknown = sorted(set(t.offsets_s) - set(group))
+    if unknown:
+        raise Sapiens2StreamError(f"threed.offsets_s: {', '.join(unknown)} not a camera of the group "
+                                  f"({', '.join(group)})")  # fmt: skip
+    files = {s.name: Path(s.uri) for s in cfg.sources or [] if s.name in group and source_kind(s) == "file"}
+    found: dict[str, float] = {}
+    if t.sync != "none" and len(files) >= 2:
+        try:
+            offsets = sound_offsets({name: soundtrack(path) for name, path in files.items()}, 1 / 30, t.sync)
+        except ValueError as e:
+            raise Sapiens2StreamError(f"threed.sync audio: {e}") from None
+        found = {name: o.offset_s for name, o in offsets.items()}
+    method = "given" if t.offsets_s else "audio" if found else "none"
+    return {name: 0.0 for name in files} | found | dict(t.offsets_s), method
+
+
 class LiveMocap(Observer):
     def __init__(self, cfg: PipelineConfig, group: list[str], rates: dict[str, float | None], mqtt=None) -> None:
         """`mqtt`: the run's MQTT client (outputs.mqtt): each moment also goes to TOPIC/3d ({source} as "3d")."""
@@ -57,6 +80,7 @@ class LiveMocap(Observer):
         self.triangulator = Triangulator({name: cameras[name] for name in group})
         fastest = max((r for r in rates.values() if r), default=25.0)
         self.max_skew_s = 0.5 / fastest if t.max_skew_s == "auto" else float(t.max_skew_s)
+        self.offsets, self.sync = file_offsets(cfg, group)
         self.waiting: dict[str, deque] = {name: deque() for name in group}  # (time, keypoints, scores, arrived)
         self.live: dict[str, bool] = {name: True for name in group}  # a file lags, it never stalls: wait for it
         self.closed: set[str] = set()
@@ -100,7 +124,7 @@ class LiveMocap(Observer):
     def result(self, result, stream) -> None:
         if stream.label not in self.waiting:
             return
-        when = result.frame.wall_s if stream.live else result.frame.pts_s
+        when = result.frame.wall_s if stream.live else result.frame.pts_s + self.offsets.get(stream.label, 0.0)
         people = [p for p in result.people if p.keypoints is not None]
         keypoints = np.array([p.smoothed if p.smoothed is not None else p.keypoints for p in people])
         scores = np.array([p.keypoint_scores for p in people]).reshape(-1, 308)
@@ -199,6 +223,7 @@ class LiveMocap(Observer):
     def summary(self) -> dict:
         latency = np.array(self.latency_ms) if self.latency_ms else np.zeros(1)
         return {"cameras": self.group, "max_skew_ms": round(self.max_skew_s * 1000, 1), "moments": self.moments,
+                "offsets_s": {name: round(o, 4) for name, o in self.offsets.items()}, "sync": self.sync,
                 "moments_missing": self.missing, "people": len(self.rows),
                 "latency_ms": {"p50": round(float(np.percentile(latency, 50)), 1),
                                "p95": round(float(np.percentile(latency, 95)), 1)}}  # fmt: skip
