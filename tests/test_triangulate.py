@@ -5,6 +5,7 @@ own triangulation of the same data."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -255,3 +256,67 @@ def test_file_cameras_are_put_in_step_by_their_soundtracks(tmp_path, tiny_dir):
     wrong = from_dict(PipelineConfig, {**data, "threed": {**data["threed"], "offsets_s": {"cam9": 0.25}}})
     with pytest.raises(Sapiens2StreamError, match="threed.offsets_s: cam9 not a camera of the group"):
         file_offsets(wrong, ["cam1", "cam2"])
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="needs Debian's chromium (.ci/run installs it)")
+def test_the_console_shows_the_people_in_3d(tmp_path):
+    """The console of a run with live motion capture: GET /api/v1/3d gives the latest moment (a walker seen by two
+    cameras, triangulated in the calibration's world frame) and the front page, in Chromium, draws the skeleton
+    from above and from the front. Without a group the route says so (404) and the page shows no 3-D section."""
+    import asyncio
+    import threading
+    from types import SimpleNamespace
+
+    from playwright.sync_api import sync_playwright
+
+    from sapiens2_stream.config import ConsoleConfig, PipelineConfig, from_dict
+    from sapiens2_stream.console.events import RecentEvents
+    from sapiens2_stream.console.live import LiveViews
+    from sapiens2_stream.console.pipeline_backend import PipelineBackend
+    from sapiens2_stream.console.server import Console
+    from tests.test_console import call
+    from tests.test_integrations import wait_until
+    from tests.test_pipeline import free_port
+
+    rig, live = mocap(tmp_path, 2)
+    rng = np.random.default_rng(5)
+    for i in range(10):
+        for camera in rig:
+            live.add(camera.name, i / FPS, *S.seen_by(camera, [S.walking(i / FPS)], rng), arrived=float(i))
+    consoles, cfg = {}, from_dict(PipelineConfig, {"outputs": {"dir": str(tmp_path)}})
+    for name, group in (("with", live), ("without", None)):
+        run = SimpleNamespace(cfg=cfg, streams=[], mocap=group)  # a pipeline's console reads these
+        console = Console(PipelineBackend(run, LiveViews(), RecentEvents()), ConsoleConfig(port=free_port()))
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_until_complete, args=(console.serve(),), daemon=True).start()
+        consoles[name] = (console, loop)
+    try:
+        port, other = consoles["with"][0].port, consoles["without"][0].port
+        wait_until(lambda: call(port, "/api/v1/3d")[0] == 200 and call(other, "/api/v1/3d")[0] == 404, 30, "consoles")
+        moment = json.loads(call(port, "/api/v1/3d")[2])
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                page.goto(f"http://127.0.0.1:{port}/")
+                page.wait_for_function("window.linksDrawn > 0", timeout=15000)
+                lit = page.evaluate("""() => { const c = document.getElementById('above');
+                    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                    let n = 0; for (let i = 0; i < d.length; i += 4) n += d[i] + d[i + 1] + d[i + 2] > 60;
+                    return n; }""")
+                info = page.evaluate("document.getElementById('threed-info').textContent")
+                page.goto(f"http://127.0.0.1:{other}/")
+                page.wait_for_timeout(1000)
+                hidden = page.evaluate("document.getElementById('threed').hidden")
+            finally:
+                browser.close()
+    finally:
+        for console, loop in consoles.values():
+            loop.call_soon_threadsafe(console.close)
+    assert abs(moment["time"] - 0.9) < 1e-6 and moment["views"] == ["cam1", "cam2"]
+    (person,) = moment["people"]
+    truth = S.world_truth([S.walking(0.9)])[0]
+    made = [k for k in range(308) if person["keypoints_3d"][k] is not None and np.isfinite(truth[k]).all()]
+    assert len(made) >= 15
+    assert np.median([np.linalg.norm(np.array(person["keypoints_3d"][k]) - truth[k]) for k in made]) < 0.05
+    assert len(moment["links"]) == 19 and lit > 100 and info.startswith("1 people at 0.90 s") and hidden

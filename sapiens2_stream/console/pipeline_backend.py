@@ -60,6 +60,13 @@ class PipelineBackend:
         self.removed.add(name)
         return True
 
+    def latest_3d(self) -> dict | None:
+        """Live motion capture's latest moment ({"time": None, "people": []} before the first), or None without."""
+        mocap = self.pipeline.mocap
+        if mocap is None:
+            return None
+        return mocap.latest or {"time": None, "views": [], "people": []}
+
     def view(self, name: str) -> LiveTap | None:
         stream = self.stream(name)
         return None if stream is None else self.views.of(stream)

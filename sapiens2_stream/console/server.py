@@ -26,6 +26,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..config import ConsoleConfig, SourceConfig, check_config, from_dict
 from ..errors import Sapiens2StreamError
+from ..io.draw import BODY_LINKS
+from ..models.metadata import pose_metadata
 from ..runtime.threads import census
 
 STATIC = Path(__file__).with_name("static")
@@ -137,6 +139,7 @@ class Console:
             Route("/console.js", self.page("console.js", "text/javascript")),
             Route("/api/v1/sources", self.list_sources, methods=["GET"]),
             Route("/api/v1/threads", self.threads, methods=["GET"]),
+            Route("/api/v1/3d", self.three_d, methods=["GET"]),
             Route("/api/v1/events", self.events, methods=["GET"]),
             Route("/api/v1/events/{seq:int}/snapshot.jpg", self.event_snapshot, methods=["GET"]),
             Route("/api/v1/sources", self.add_source, methods=["POST"]),
@@ -209,6 +212,17 @@ class Console:
     async def threads(self, request: Request) -> Response:
         """The process's threads by kind (a leak shows as a kind that keeps growing)."""
         return JSONResponse(census())
+
+    async def three_d(self, request: Request) -> Response:
+        """Live motion capture's latest moment (several calibrated cameras): each person's 3-D keypoints in the
+        calibration's world frame, with the body's links and their colours to draw them."""
+        latest = self.backend.latest_3d()
+        if latest is None:
+            return JSONResponse({"error": "no live motion capture in this run (threed.calibration naming two "
+                                          "cameras or more)"}, 404)  # fmt: skip
+        meta = pose_metadata()
+        links = list(zip(meta.skeleton, meta.skeleton_colors, strict=True))[:BODY_LINKS]
+        return JSONResponse({**latest, "links": [[a, b, list(colour)] for (a, b), colour in links]})
 
     async def events(self, request: Request) -> Response:
         """The latest events (zones, lines, poses) numbered by `seq`: `?since=N` gives those after N."""

@@ -119,6 +119,9 @@ class FleetBackend:
         self.relays.pop(name, None)
         return True
 
+    def latest_3d(self) -> dict | None:
+        return None  # a fleet's cameras are triangulated on their workers' own runs
+
     def view(self, name: str) -> Relay | None:
         if name not in self.fleet.record.data["sources"]:
             return None

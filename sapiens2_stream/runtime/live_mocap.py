@@ -7,9 +7,9 @@ pose2sim --sync audio` finds them). The earliest waiting result anchors a moment
 result nearest that time within `max_skew_s` (default: half the fastest camera's frame interval), and the moment
 is made as soon as each camera has either shown a later result or stayed silent for `max_skew_s` since the anchor
 arrived: a stalled or dead camera never holds the others back longer than that, and it counts as missing in the
-status. The moment goes through `threed.Triangulator` and out to OUTPUT/3d/keypoints_3d.jsonl (world frame of the calibration, metres),
-MQTT (TOPIC/3d), the VMC and OSC targets, /metrics (people, views per person, reprojection error, latency), and at
-the end TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/.
+status. The moment goes through `threed.Triangulator` and out to OUTPUT/3d/keypoints_3d.jsonl (world frame of the
+calibration, metres), MQTT (TOPIC/3d), the VMC and OSC targets, /metrics (people, views per person, reprojection
+error, latency), the console's 3-D view, and at the end TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/.
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ class LiveMocap(Observer):
         self.latency_ms: deque[float] = deque(maxlen=1000)
         self.mqtt, self.topic = mqtt, cfg.outputs.mqtt.topic.replace("{source}", "3d")
         self.last = {"people": 0, "views_per_person": 0.0, "error_px": float("nan")}  # the latest moment, for /metrics
+        self.latest: dict | None = None  # the latest moment's record, for the console's 3-D view
 
     # ------------------------------------------------------------------------------------------- observer
 
@@ -197,6 +198,7 @@ class LiveMocap(Observer):
              "keypoints_3d": [None if not np.isfinite(x).all() else [round(float(v), 4) for v in x] for x in p.xyz],
              "confidence": [round(float(c), 4) for c in p.confidence]} for p in people]}  # fmt: skip
         self._write(record)
+        self.latest = record
         if self.mqtt is not None:
             self.mqtt.publish(self.topic, record)
 

@@ -107,6 +107,49 @@ async function eventList(only) {  // the latest events, newest first; `only`: on
   setInterval(refresh, 2000);
 }
 
+// Live motion capture: each person's skeleton from above (X right, Y up the page) and from the front (X right, Z
+// up), in the calibration's world frame, scaled to fit everyone with a 3 m span at least.
+function drawView(canvas, moment, across, up) {
+  const g = canvas.getContext("2d"), w = canvas.width, h = canvas.height;
+  g.fillStyle = "#000"; g.fillRect(0, 0, w, h);
+  const points = moment.people.flatMap((p) => p.keypoints_3d.filter(Boolean));
+  if (!points.length) return 0;
+  const lo = [0, 1, 2].map((i) => Math.min(...points.map((q) => q[i])));
+  const hi = [0, 1, 2].map((i) => Math.max(...points.map((q) => q[i])));
+  const span = Math.max(3, hi[across] - lo[across], hi[up] - lo[up]) * 1.1;
+  const scale = Math.min(w, h) / span, mid = [0, 1, 2].map((i) => (lo[i] + hi[i]) / 2);
+  const at = (q) => [w / 2 + (q[across] - mid[across]) * scale, h / 2 - (q[up] - mid[up]) * scale];
+  let drawn = 0;
+  for (const person of moment.people) {
+    const k = person.keypoints_3d;
+    for (const [a, b, colour] of moment.links) {
+      if (!k[a] || !k[b]) continue;
+      const [x0, y0] = at(k[a]), [x1, y1] = at(k[b]);
+      g.strokeStyle = "rgb(" + colour.join(",") + ")"; g.lineWidth = 2;
+      g.beginPath(); g.moveTo(x0, y0); g.lineTo(x1, y1); g.stroke(); drawn++;
+    }
+    const head = k[0] || k.find(Boolean);
+    if (head) { const [x, y] = at(head); g.fillStyle = "#fff"; g.fillText("#" + person.id, x + 4, y - 4); }
+  }
+  return drawn;
+}
+
+async function threeD() {  // shown only when the run triangulates several cameras
+  const first = await fetch("/api/v1/3d");
+  if (first.status !== 200) return;
+  document.getElementById("threed").hidden = false;
+  const above = document.getElementById("above"), front = document.getElementById("front");
+  const info = document.getElementById("threed-info");
+  async function refresh() {
+    const moment = await (await fetch("/api/v1/3d")).json();
+    window.linksDrawn = drawView(above, moment, 0, 1) + drawView(front, moment, 0, 2);
+    info.textContent = moment.time === null ? "waiting for the cameras" : moment.people.length + " people at " +
+      moment.time.toFixed(2) + " s from " + moment.views.join(", ");
+  }
+  await refresh();
+  setInterval(refresh, 200);
+}
+
 async function grid() {
   const tiles = document.getElementById("tiles"), shown = {};
   async function refresh() {
@@ -131,6 +174,7 @@ async function grid() {
   await refresh();
   setInterval(refresh, 2000);
   eventList();
+  threeD();
 }
 
 async function source() {
