@@ -173,6 +173,24 @@ def test_live_mocap_gathers_moments_and_never_waits_for_a_dead_camera(tmp_path):
     assert files == [f"person_000{i}.{ext}" for i in (1, 2, 3) for ext in ("bvh", "trc")]
 
 
+def test_a_result_that_comes_after_its_moment_is_counted_late_not_made_a_moment(tmp_path):
+    """cam2's result of a frame comes 80 ms after cam1's (more than `max_skew_s`, 50 ms): the moment went out with
+    cam1 alone, and cam2's result does not make a one-view moment of its own; the next frame has both again."""
+    rig, live = mocap(tmp_path, 2)
+    rng = np.random.default_rng(6)
+    seen = {c.name: [S.seen_by(c, [S.walking(i / FPS)], rng) for i in range(2)] for c in rig}
+    live.add("cam1", 0.0, *seen["cam1"][0], arrived=1.0)
+    live.poll(1.06)  # cam2 silent for 60 ms: the moment is made without it
+    live.add("cam2", 0.0, *seen["cam2"][0], arrived=1.08)
+    live.add("cam1", 0.1, *seen["cam1"][1], arrived=1.1)
+    live.add("cam2", 0.1, *seen["cam2"][1], arrived=1.11)
+    live.flush()
+    live.close()
+    records = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
+    assert [r["views"] for r in records] == [["cam1"], ["cam1", "cam2"]]
+    assert live.summary()["late_results"] == {"cam1": 0, "cam2": 1} and live.missing == {"cam1": 0, "cam2": 1}
+
+
 def test_a_file_camera_that_lags_is_waited_for(tmp_path):
     """Files are never stalled, only behind: a camera whose results all come after the others' still joins every
     moment."""

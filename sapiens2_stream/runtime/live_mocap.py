@@ -33,7 +33,7 @@ from ..threed import Triangulator
 from ..threed.calibration import read_calibration
 from .observer import Observer
 
-WAKE_S = 0.01  # how often waiting moments are looked at when no camera says anything
+WAKE_S = 0.005  # how often waiting moments are looked at when no camera says anything
 
 def triangulation_group(cfg: PipelineConfig) -> list[str]:
     """The sources triangulated together: `threed.cameras`, else every source the calibration names (none when
@@ -94,6 +94,8 @@ class LiveMocap(Observer):
         self.fd: int | None = None
         self.moments = 0
         self.missing = {name: 0 for name in group}
+        self.late = {name: 0 for name in group}  # results that came after their moment was made without them
+        self.made_until = -np.inf  # the time of the latest moment made
         self.latency_ms: deque[float] = deque(maxlen=1000)
         self.mqtt, self.topic = mqtt, cfg.outputs.mqtt.topic.replace("{source}", "3d")
         self.last = {"people": 0, "views_per_person": 0.0, "error_px": float("nan")}  # the latest moment, for /metrics
@@ -146,6 +148,9 @@ class LiveMocap(Observer):
         """One camera's result at capture time `time_s` (`arrived`: when it came, default now)."""
         arrived = time.monotonic() if arrived is None else arrived
         with self.lock:
+            if time_s - self.made_until <= self.max_skew_s:  # its moment went out without it: not a moment of its own
+                self.late[camera] += 1
+                return
             self.waiting[camera].append((time_s, keypoints, scores, arrived))
             self._make_ready(arrived)
 
@@ -180,6 +185,7 @@ class LiveMocap(Observer):
                         queue.popleft()
                 else:
                     self.missing[name] += 1
+            self.made_until = when
             self._moment(when, views, latest)
 
     def _moment(self, when: float, views: dict, latest_arrival: float) -> None:
@@ -226,6 +232,6 @@ class LiveMocap(Observer):
         latency = np.array(self.latency_ms) if self.latency_ms else np.zeros(1)
         return {"cameras": self.group, "max_skew_ms": round(self.max_skew_s * 1000, 1), "moments": self.moments,
                 "offsets_s": {name: round(o, 4) for name, o in self.offsets.items()}, "sync": self.sync,
-                "moments_missing": self.missing, "people": len(self.rows),
+                "moments_missing": self.missing, "late_results": self.late, "people": len(self.rows),
                 "latency_ms": {"p50": round(float(np.percentile(latency, 50)), 1),
                                "p95": round(float(np.percentile(latency, 95)), 1)}}  # fmt: skip

@@ -99,11 +99,10 @@ class Triangulator:
         detections = self._undistorted(views)
         groups = self._match_tracks(time_s, detections)
         groups += self._new_groups(detections, {(c, i) for g in groups for c, i in g[1].items()})
+        groups = [(track_id, members) for track_id, members in groups if len(members) >= 2]
+        made = self.triangulate_many([{c: detections[c][i] for c, i in members.items()} for _, members in groups])
         people = []
-        for track_id, members in groups:
-            if len(members) < 2:
-                continue
-            xyz, confidence, error = self.triangulate({c: detections[c][i] for c, i in members.items()})
+        for (track_id, members), (xyz, confidence, error) in zip(groups, made, strict=True):
             if not np.isfinite(xyz[list(BODY)]).any():
                 continue
             track = self._track(track_id, time_s, xyz, confidence)
@@ -194,10 +193,22 @@ class Triangulator:
     def triangulate(self, members: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, float]:
         """[K, 3] points, [K] confidences and the mean reprojection error (px) from undistorted (keypoints,
         scores) per camera; views that disagree with a joint's consensus left out of it."""
-        names = list(members)
+        return self.triangulate_many([members])[0]
+
+    def triangulate_many(self, people: list[dict[str, tuple[np.ndarray, np.ndarray]]]) -> list[tuple]:
+        """`triangulate` for several people at once: their joints solved together, as rows of one system over
+        every camera any of them is seen by (a camera that does not see a person has no say in its rows)."""
+        if not people:
+            return []
+        names = sorted({n for members in people for n in members})
+        k = len(next(iter(people[0].values()))[0])
         projections = np.stack([self.projections[n] for n in names])  # [V, 3, 4]
-        points = np.stack([members[n][0] for n in names], 1)  # [K, V, 2]
-        scores = np.stack([members[n][1] for n in names], 1)  # [K, V]
+        points = np.full((len(people) * k, len(names), 2), np.nan)
+        scores = np.zeros((len(people) * k, len(names)))
+        for p, members in enumerate(people):
+            for v, name in enumerate(names):
+                if name in members:
+                    points[p * k : (p + 1) * k, v], scores[p * k : (p + 1) * k, v] = members[name]
         use = (scores >= self.min_score) & np.isfinite(points).all(-1)
         xyz, error = np.full((len(points), 3), np.nan), np.full(use.shape, np.nan)
         seen = np.flatnonzero(use.sum(1) >= 2)  # the joints two views or more scored: the others cannot be made
@@ -209,10 +220,14 @@ class Triangulator:
         made = use.sum(1) >= 2
         xyz[~made] = np.nan
         used_error = np.where(use & made[:, None], error, np.nan)
-        confidence = np.where(made, np.nansum(np.where(use, scores, 0), 1) / np.maximum(use.sum(1), 1), 0.0)
+        confidence = np.where(made, np.where(use, scores, 0).sum(1) / np.maximum(use.sum(1), 1), 0.0)
         confidence = np.clip(confidence * np.minimum(use.sum(1) / 3, 1.0), 0.0, 1.0)
-        mean_error = float(np.nanmean(used_error)) if np.isfinite(used_error).any() else float("nan")
-        return xyz, confidence, mean_error
+        out = []
+        for p in range(len(people)):
+            rows = slice(p * k, (p + 1) * k)
+            mean_error = float(np.nanmean(used_error[rows])) if np.isfinite(used_error[rows]).any() else float("nan")
+            out.append((xyz[rows], confidence[rows], mean_error))
+        return out
 
     def _consensus(self, projections, points, scores, use) -> np.ndarray:
         """[J, V] the views to keep for each doubtful joint: of every pair of its views, the one whose point the most
