@@ -184,11 +184,23 @@ def fleet_record(out):
 
 
 def test_fleet_places_restarts_moves_and_stops(tmp_path, tiny_dir, cluster):
+    """Four cameras on two workers; a worker killed (Ray restarts it), then a node lost (its cameras move). The
+    cameras are one calibrated group, triangulated live by the driver's hub from whichever worker runs them."""
+    from sapiens2_stream.threed.calibration import write_calibration
+    from tests import scenes3d
+
     ray_cluster, nodes = cluster
-    cameras = ["c1", "c2", "c3"]
+    rig = scenes3d.rig(4)
+    cameras = [c.name for c in rig]
+    write_calibration(tmp_path / "Calib.toml", rig)
     port = free_port()
     out = tmp_path / "out"
-    driver = start_driver(fleet_spec(tmp_path, tiny_dir, cameras, port), ray_cluster)
+    spec = fleet_spec(tmp_path, tiny_dir, cameras, port)
+    data = yaml.safe_load(spec.read_text())
+    data["threed"] = {"calibration": str(tmp_path / "Calib.toml"), "max_skew_s": 0.45}  # 2 frames/s, not in step
+    data["fleet"]["pins"] = {c: nodes[i // 2].node_id for i, c in enumerate(cameras)}  # two cameras a worker
+    spec.write_text(yaml.safe_dump(data))
+    driver = start_driver(spec, ray_cluster)
     try:
         wait_until(lambda: all(records(out / c) for c in cameras), 240, "every camera's first results")
         record = fleet_record(out)
@@ -209,6 +221,7 @@ def test_fleet_places_restarts_moves_and_stops(tmp_path, tiny_dir, cluster):
         wait_until(lambda: fleet_record(out)["workers"][victim]["pid"] != old_pid, 120, "the worker's restart")
         for cam in workers[victim]["sources"]:
             wait_until(lambda cam=cam: records(out / cam)[-1]["wall"] > killed, 120, f"{cam} writing again")
+        back = max(next(r["wall"] for r in records(out / c) if r["wall"] > killed) for c in workers[victim]["sources"])
         assert not fleet_record(out)["moves"]  # restarted in place: nothing moved
 
         # a node killed without grace: its cameras move to the survivor within detect_s + 10 s
@@ -241,6 +254,15 @@ def test_fleet_places_restarts_moves_and_stops(tmp_path, tiny_dir, cluster):
         _, stderr = driver.communicate(timeout=120)
     assert driver.returncode == 130, stderr
     final = fleet_record(out)
+
+    # live 3-D: all four views, the survivors' while a worker's cameras were down, all four again once re-homed
+    moments = [json.loads(line) for line in (out / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
+    views = lambda start, end: [set(m["views"]) for m in moments if start < m["time"] < end]  # noqa: E731
+    others = set(cameras) - set(workers[victim]["sources"])
+    assert set(cameras) in views(0, killed) and set(cameras) in views(back, gone)
+    assert others in views(killed + 0.5, back - 0.5)  # the stream went on from the surviving views
+    assert set(cameras) in views(gone + DETECT_S, float("inf"))  # the lost node's cameras re-homed: all four again
+    assert json.loads((out / "summary.json").read_text())["live_mocap"]["cameras"] == cameras
 
     # surviving cameras were not disturbed: no gap over 2 s around the node's loss (on a busy host, no gap over
     # 1.5 times the largest one the camera had anyway in the 20 s before)

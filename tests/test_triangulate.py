@@ -136,7 +136,8 @@ def mocap(tmp_path, cameras: int, **threed):
     rig = S.rig(cameras)
     write_calibration(tmp_path / "Calib.toml", rig)
     cfg = from_dict(PipelineConfig, {
-        "sources": [{"name": c.name, "uri": f"{c.name}.mp4"} for c in rig] + [{"name": "lobby", "uri": "x.mp4"}],
+        "sources": [{"name": c.name, "uri": f"rtsp://127.0.0.1/{c.name}"} for c in rig]  # live cameras
+        + [{"name": "lobby", "uri": "x.mp4"}],
         "outputs": {"dir": str(tmp_path / "out")},
         "threed": {"calibration": str(tmp_path / "Calib.toml"), "formats": ["trc", "bvh"], **threed},
     })  # fmt: skip
@@ -195,7 +196,7 @@ def test_a_file_camera_that_lags_is_waited_for(tmp_path):
     """Files are never stalled, only behind: a camera whose results all come after the others' still joins every
     moment."""
     rig, live = mocap(tmp_path, 2)
-    live.live = {c.name: False for c in rig}
+    live.live = {c.name: False for c in rig}  # as file sources are
     rng = np.random.default_rng(4)
     for c in rig:  # all of cam1, then all of cam2
         for i in range(10):
@@ -237,7 +238,7 @@ def test_a_run_with_calibrated_sources_writes_its_moments(tmp_path, tiny_dir):
 
     from sapiens2_stream.runtime.prometheus import mocap_metrics
 
-    families = {f.name: f for f in mocap_metrics(pipeline.mocap)}
+    families = {f.name: f for f in mocap_metrics(pipeline.mocap.last, pipeline.mocap.summary())}
     assert {"sapiens2_3d_people", "sapiens2_3d_latency_ms", "sapiens2_3d_moments_missing"} <= set(families)
 
 

@@ -120,7 +120,10 @@ class FleetBackend:
         return True
 
     def latest_3d(self) -> dict | None:
-        return None  # a fleet's cameras are triangulated on their workers' own runs
+        """The hub's latest moment (as its last report to the driver said), or None without a calibrated group."""
+        if self.fleet.hub is None:
+            return None
+        return (self.fleet.mocap_report or {}).get("latest") or {"time": None, "views": [], "people": []}
 
     def view(self, name: str) -> Relay | None:
         if name not in self.fleet.record.data["sources"]:

@@ -25,8 +25,10 @@ from ..config import ConsoleConfig, MetricsConfig, PipelineConfig, SourceConfig,
 from ..console.events import RecentEvents
 from ..errors import Sapiens2StreamError
 from ..io.sources import Source
-from ..runtime.prometheus import Endpoints, event_metrics
+from ..runtime.live_mocap import triangulation_group
+from ..runtime.prometheus import Endpoints, event_metrics, mocap_metrics
 from ..runtime.ray_cluster import connect, worker_plan
+from .mocap import MocapHub
 from .placement import place
 from .record import FleetRecord, write_marker
 from .worker import FleetWorker
@@ -77,6 +79,9 @@ class Fleet:
         self.assigned_at: dict[str, float] = {}
         self.events = RecentEvents()  # the cameras' latest events, as the workers report them (the console's list)
         self.event_cursor: dict[str, tuple[int, int]] = {}  # worker -> (pid, seq) of the last event taken
+        self.hub = None  # live motion capture's MocapHub, for a calibrated group of cameras
+        self.hub_asked = None  # its report asked for
+        self.mocap_report: dict | None = None  # its latest report
         self.endpoints = None
 
     # ------------------------------------------------------------------------------------------- starting
@@ -94,6 +99,14 @@ class Fleet:
         views = self.cfg.runtime.console.port is not None  # the driver's console relays the workers' live views
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        rates = camera_rates(self.cfg)
+        group = triangulation_group(self.cfg)
+        if group:  # calibrated cameras: triangulated live by one hub on this node, whichever workers run them
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+            self.hub = ray.remote(MocapHub).options(num_cpus=0, max_concurrency=4, scheduling_strategy=here,
+                                                    name=f"sapiens2-fleet-{self.id}-mocap").remote(
+                worker_cfg, group, rates)  # fmt: skip
+
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(next(iter(options)), 0)]
         actor = ray.remote(FleetWorker)
         driver_job = ray.get_runtime_context().get_job_id()  # detached workers watch it (see worker.py)
@@ -103,7 +116,7 @@ class Fleet:
             self.handles[name] = actor.options(
                 **options, max_restarts=-1, max_task_retries=0, max_concurrency=8, lifetime="detached",
                 name=f"sapiens2-fleet-{self.id}-{name}", scheduling_strategy=spread,
-            ).remote(worker_cfg, name, driver_job, views)  # fmt: skip
+            ).remote(worker_cfg, name, driver_job, views, self.hub)  # fmt: skip
         self.say(f"fleet {self.id}: starting {count} worker(s) ({options}), loading the models")
         infos = self.call_all("info", timeout=START_TIMEOUT_S)
         marker = write_marker(self.out, self.id)
@@ -116,7 +129,6 @@ class Fleet:
         capacities = self.call_all("measure", timeout=START_TIMEOUT_S)
         for name, info in infos.items():
             self.record.data["workers"][name] = {**info, "sources": [], "capacity_fps": round(capacities[name], 2)}
-        rates = camera_rates(self.cfg)
         placement = place(rates, capacities, fleet.headroom, pins=fleet.pins,
                           nodes={w: i["node_id"] for w, i in infos.items()})  # fmt: skip
         for cam, worker in placement.assignment.items():
@@ -156,10 +168,15 @@ class Fleet:
         for name, handle in self.handles.items():
             if name not in self.pending:
                 self.pending[name] = handle.stats.remote(self.event_cursor.get(name, (0, 0)))
-        ready, _ = ray.wait(list(self.pending.values()), num_returns=len(self.pending), timeout=POLL_S)
+        if self.hub is not None and self.hub_asked is None:
+            self.hub_asked = self.hub.report.remote()
+        asked = [*self.pending.values(), *([self.hub_asked] if self.hub_asked is not None else [])]
+        ready, _ = ray.wait(asked, num_returns=len(asked), timeout=POLL_S)
         now = time.time()
         with self.lock:
             self._take(ready, now)
+            if self.hub_asked in ready:
+                self.mocap_report, self.hub_asked = ray.get(self.hub_asked), None
 
     def _take(self, ready: list, now: float) -> None:
         """The answers that came, and what they say about lost nodes (under the record's lock)."""
@@ -365,6 +382,13 @@ class Fleet:
                 self.say(f"fleet: {name} did not stop cleanly ({type(e).__name__})")
         for handle in self.handles.values():
             ray.kill(handle, no_restart=True)
+        mocap = {}
+        if self.hub is not None:  # after the cameras: their last results are in
+            try:
+                mocap["live_mocap"] = ray.get(self.hub.close.remote(), timeout=STOP_TIMEOUT_S)
+            except ray.exceptions.RayError as e:
+                self.say(f"fleet: live motion capture did not close cleanly ({type(e).__name__})")
+            ray.kill(self.hub, no_restart=True)
         if self.endpoints is not None:
             self.endpoints.close()
         totals = {
@@ -372,7 +396,7 @@ class Fleet:
             "frames_out": sum(s["frames_out"] for s in sources.values()),
         }
         return {"fleet": self.id, "workers": self.record.data["workers"], "sources": sources, "totals": totals,
-                "moves": self.record.data["moves"], "interrupted": True}  # fmt: skip
+                "moves": self.record.data["moves"], **mocap, "interrupted": True}  # fmt: skip
 
     def close(self) -> None:
         if self.local:
@@ -413,6 +437,8 @@ class FleetCollector:
         cameras = {cam: c for stats in fleet.stats.values() for cam, c in stats["cameras"].items()}
         yield from event_metrics((cam, c["event_counts"], c["event_counts"]["kinds"]) for cam, c in cameras.items()
                                  if c.get("event_counts"))  # fmt: skip
+        if fleet.mocap_report is not None:
+            yield from mocap_metrics(fleet.mocap_report["last"], fleet.mocap_report["summary"])
 
 
 class FleetConsole:

@@ -28,6 +28,8 @@ from ..console.events import EventCollector
 from ..console.live import LiveViews
 from ..console.status import counters, state, without_credentials
 from ..errors import Sapiens2StreamError
+from ..runtime.live_mocap import triangulation_group
+from .mocap import MocapFeed
 from .record import added_sources, assigned_to, continuation, fence_for
 
 MEASURE_ROUNDS = 3  # batches timed per size in the capacity measurement
@@ -58,9 +60,11 @@ def node_id() -> str:
 
 
 class FleetWorker:
-    def __init__(self, cfg: PipelineConfig, name: str, driver_job: str | None = None, views: bool = False) -> None:
+    def __init__(self, cfg: PipelineConfig, name: str, driver_job: str | None = None, views: bool = False,
+                 hub=None) -> None:  # fmt: skip
         """`driver_job`: the Ray job id of the driver; without it (tests of the class itself) nothing is watched.
-        `views`: keep each camera's live view for the driver's console."""
+        `views`: keep each camera's live view for the driver's console. `hub`: the fleet's MocapHub, which this
+        worker's cameras of the calibrated group send their results to."""
         from ..runtime.pipeline import Pipeline, load_models
 
         self.cfg, self.name = cfg, name
@@ -75,6 +79,8 @@ class FleetWorker:
         self.pipeline = Pipeline(replace(cfg, sources=[]), loaded=self.loaded, serve=True)
         self.views = self.pipeline.observe(LiveViews()) if views else None  # for the driver's console
         self.events = self.pipeline.observe(EventCollector()).recent  # the cameras' events, for the driver
+        if hub is not None:
+            self.pipeline.observe(MocapFeed(hub, triangulation_group(cfg)))
         self.summary: dict | None = None
         self.thread = threading.Thread(target=self._run, name=f"fleet-{name}", daemon=True)
         self.thread.start()

@@ -28,7 +28,7 @@ from ..export.motion3d import write_track
 from ..export.sync import sound_offsets, soundtrack
 from ..export.vmc import OscSender
 from ..io.jsonl import write_line
-from ..io.sources import source_kind
+from ..io.sources import LIVE_KINDS, source_kind
 from ..threed import Triangulator
 from ..threed.calibration import read_calibration
 from .observer import Observer
@@ -71,6 +71,13 @@ def file_offsets(cfg: PipelineConfig, group: list[str]) -> tuple[dict[str, float
     return {name: 0.0 for name in files} | found | dict(t.offsets_s), method
 
 
+def result_view(result) -> tuple[np.ndarray, np.ndarray]:
+    """A result's people as one camera's view: keypoints [P, 308, 2] (smoothed where smoothing ran), scores [P, 308]."""
+    people = [p for p in result.people if p.keypoints is not None]
+    keypoints = np.array([p.smoothed if p.smoothed is not None else p.keypoints for p in people])
+    return keypoints.reshape(-1, 308, 2), np.array([p.keypoint_scores for p in people]).reshape(-1, 308)
+
+
 class LiveMocap(Observer):
     def __init__(self, cfg: PipelineConfig, group: list[str], rates: dict[str, float | None], mqtt=None) -> None:
         """`mqtt`: the run's MQTT client (outputs.mqtt): each moment also goes to TOPIC/3d ({source} as "3d")."""
@@ -82,7 +89,8 @@ class LiveMocap(Observer):
         self.max_skew_s = 0.5 / fastest if t.max_skew_s == "auto" else float(t.max_skew_s)
         self.offsets, self.sync = file_offsets(cfg, group)
         self.waiting: dict[str, deque] = {name: deque() for name in group}  # (time, keypoints, scores, arrived)
-        self.live: dict[str, bool] = {name: True for name in group}  # a file lags, it never stalls: wait for it
+        kinds = {s.name: source_kind(s) for s in cfg.sources or []}
+        self.live = {name: kinds.get(name) in LIVE_KINDS for name in group}  # a file lags, never stalls: wait for it
         self.closed: set[str] = set()
         self.running = False
         self.lock = threading.Lock()
@@ -96,6 +104,7 @@ class LiveMocap(Observer):
         self.missing = {name: 0 for name in group}
         self.late = {name: 0 for name in group}  # results that came after their moment was made without them
         self.made_until = -np.inf  # the time of the latest moment made
+        self.missed_last: set[str] = set()  # the cameras that latest moment went without
         self.latency_ms: deque[float] = deque(maxlen=1000)
         self.mqtt, self.topic = mqtt, cfg.outputs.mqtt.topic.replace("{source}", "3d")
         self.last = {"people": 0, "views_per_person": 0.0, "error_px": float("nan")}  # the latest moment, for /metrics
@@ -125,13 +134,8 @@ class LiveMocap(Observer):
         self.poll()
 
     def result(self, result, stream) -> None:
-        if stream.label not in self.waiting:
-            return
-        when = result.frame.wall_s if stream.live else result.frame.pts_s + self.offsets.get(stream.label, 0.0)
-        people = [p for p in result.people if p.keypoints is not None]
-        keypoints = np.array([p.smoothed if p.smoothed is not None else p.keypoints for p in people])
-        scores = np.array([p.keypoint_scores for p in people]).reshape(-1, 308)
-        self.add(stream.label, when, keypoints.reshape(-1, 308, 2), scores)
+        if stream.label in self.waiting:
+            self.add_frame(stream.label, stream.live, result.frame.wall_s, result.frame.pts_s, *result_view(result))
 
     def ending(self) -> None:
         self.running = False
@@ -143,13 +147,19 @@ class LiveMocap(Observer):
 
     # ------------------------------------------------------------------------------------------- moments
 
+    def add_frame(self, camera: str, live: bool, wall_s: float, pts_s: float, keypoints: np.ndarray,
+                  scores: np.ndarray) -> None:  # fmt: skip
+        """A camera's result by its capture times: a live camera's wall clock at capture, a file's timestamp moved
+        by its offset."""
+        self.add(camera, wall_s if live else pts_s + self.offsets.get(camera, 0.0), keypoints, scores)
+
     def add(self, camera: str, time_s: float, keypoints: np.ndarray, scores: np.ndarray,
             arrived: float | None = None) -> None:  # fmt: skip
         """One camera's result at capture time `time_s` (`arrived`: when it came, default now)."""
         arrived = time.monotonic() if arrived is None else arrived
         with self.lock:
-            if time_s - self.made_until <= self.max_skew_s:  # its moment went out without it: not a moment of its own
-                self.late[camera] += 1
+            if time_s < self.made_until or (camera in self.missed_last and time_s - self.made_until <= self.max_skew_s):
+                self.late[camera] += 1  # its moment went out without it: not a moment of its own
                 return
             self.waiting[camera].append((time_s, keypoints, scores, arrived))
             self._make_ready(arrived)
@@ -185,7 +195,7 @@ class LiveMocap(Observer):
                         queue.popleft()
                 else:
                     self.missing[name] += 1
-            self.made_until = when
+            self.made_until, self.missed_last = when, set(self.waiting) - set(views)
             self._moment(when, views, latest)
 
     def _moment(self, when: float, views: dict, latest_arrival: float) -> None:

@@ -68,7 +68,7 @@ class RunCollector:
         yield from (dropped, outputs, people, fps, behind)
         yield from event_metrics((s.label, s.events.counts(), s.events.totals) for s in streams if s.events)
         if self.pipeline.mocap is not None:
-            yield from mocap_metrics(self.pipeline.mocap)
+            yield from mocap_metrics(self.pipeline.mocap.last, self.pipeline.mocap.summary())
         device = self.pipeline.loaded.device
         if device.type == "cuda":
             gpu = GaugeMetricFamily("sapiens2_gpu_memory_bytes", "GPU memory the models hold", labels=["device"])
@@ -94,11 +94,10 @@ def event_metrics(sources: Iterable[tuple[str, dict, dict]]) -> list:
     return [zones, lines, kinds]
 
 
-def mocap_metrics(mocap) -> list:
+def mocap_metrics(latest: dict, summary: dict) -> list:
     """Live motion capture (several calibrated cameras): the latest moment's people, views per person and
     reprojection error, the latency from a moment's last camera result to its 3-D result, moments each camera
-    missed."""
-    latest = mocap.last
+    missed; from `LiveMocap.last` and `.summary()` (in a run, or reported by a fleet's hub)."""
     out = []
     for name, doc, value in (("people", "people triangulated in the latest moment", latest["people"]),
                              ("views_per_person", "cameras per person in the latest moment",
@@ -106,13 +105,13 @@ def mocap_metrics(mocap) -> list:
                              ("reprojection_px", "mean reprojection error of the latest moment (px)",
                               latest["error_px"]),
                              ("latency_ms", "median time from a moment's last camera result to its 3-D result (ms)",
-                              mocap.summary()["latency_ms"]["p50"])):  # fmt: skip
+                              summary["latency_ms"]["p50"])):  # fmt: skip
         family = GaugeMetricFamily(f"sapiens2_3d_{name}", doc)
         family.add_metric([], value)
         out.append(family)
     missing = CounterMetricFamily("sapiens2_3d_moments_missing", "moments a camera had no result for",
                                   labels=["camera"])  # fmt: skip
-    for camera, n in mocap.missing.items():
+    for camera, n in summary["moments_missing"].items():
         missing.add_metric([camera], n)
     out.append(missing)
     return out
