@@ -101,6 +101,54 @@ def test_a_camera_that_stops_leaves_the_others_and_rejoins():
         assert max(e for _, e in errors_of(people, truth).values()) < 0.02
 
 
+def test_a_person_one_camera_sees_is_lifted_by_its_pointmap_and_flagged():
+    """Two cameras see a walker for a second, then only cam1 does; cam1's single-camera 3-D stage gives its
+    keypoints in cam1's frame (2 cm of noise). The person goes on with the same id, flagged `lifted`, made from cam1
+    alone, within 5 cm of the truth on average; without the lifted keypoints the person is not made once cam2 loses
+    them."""
+    import cv2
+
+    rig = S.rig(2)
+    lifting, bare = Triangulator({c.name: c for c in rig}), Triangulator({c.name: c for c in rig})
+    rotation = cv2.Rodrigues(rig[0].rotation)[0]
+    rng = np.random.default_rng(8)
+    seen = []
+    for i in range(20):
+        pose = S.walking(i / FPS)
+        truth = S.world_truth([pose])
+        in_cam1 = truth @ rotation.T + rig[0].translation + rng.normal(0, 0.02, truth.shape)
+        views = {"cam1": S.seen_by(rig[0], [pose], rng)}
+        if i < 10:
+            views["cam2"] = S.seen_by(rig[1], [pose], rng)
+        seen.append((lifting.update(i / FPS, {**views, "cam1": (*views["cam1"], in_cam1)}), truth[0]))
+        assert len(bare.update(i / FPS, views)) == (1 if i < 10 else 0)
+    assert all(len(people) == 1 for people, _ in seen)
+    ids = {people[0].id for people, _ in seen}
+    alone = [(people[0], truth) for people, truth in seen[10:]]
+    assert ids == {1} and all(p.lifted and p.views == ["cam1"] for p, _ in alone)
+    assert not any(people[0].lifted for people, _ in seen[:10])
+    errors = [np.nanmedian(np.linalg.norm(p.xyz - truth, axis=1)) for p, truth in alone]
+    assert np.mean(errors) < 0.05 and max(errors) < 0.08, errors  # the lifted joints' own noise: 3.5 cm
+
+
+def test_a_results_people_become_one_view_with_their_lifted_keypoints():
+    """What a camera's result gives live motion capture: its people's smoothed keypoints and scores, and their lifted
+    3-D keypoints where the single-camera stage ran (NaN where it had no confidence), else None."""
+    from types import SimpleNamespace
+
+    from sapiens2_stream.runtime.live_mocap import result_view
+
+    person = lambda lifted: SimpleNamespace(  # noqa: E731
+        keypoints=np.ones((308, 2)), smoothed=np.full((308, 2), 2.0), keypoint_scores=np.full(308, 0.9),
+        keypoints_3d=lifted, keypoints_3d_confidence=np.r_[np.zeros(8), np.ones(300)])  # fmt: skip
+    keypoints, scores, lifted = result_view(SimpleNamespace(people=[person(np.ones((308, 3)))]))
+    assert keypoints.shape == (1, 308, 2) and (keypoints == 2).all() and scores.shape == (1, 308)
+    assert np.isnan(lifted[0, :8]).all() and (lifted[0, 8:] == 1).all()
+    assert result_view(SimpleNamespace(people=[person(None)]))[2] is None
+    empty = result_view(SimpleNamespace(people=[]))
+    assert empty[0].shape == (0, 308, 2) and empty[1].shape == (0, 308) and empty[2] is None
+
+
 def test_at_least_as_accurate_as_pose2sims_own_triangulation():
     """The same undistorted keypoints of one walking person through Pose2Sim's triangulation_from_best_cameras (what
     its triangulation step runs per keypoint): our triangulation (before the 3-D filter) is at least as accurate."""

@@ -29,8 +29,8 @@ class MocapHub:
         self.thread = threading.Thread(target=loop.run_until_complete, args=(waker,), name="mocap-waker", daemon=True)
         self.thread.start()
 
-    def add_frame(self, camera: str, live: bool, wall_s: float, pts_s: float, keypoints, scores) -> None:
-        self.mocap.add_frame(camera, live, wall_s, pts_s, keypoints, scores)
+    def add_frame(self, camera: str, live: bool, wall_s: float, pts_s: float, keypoints, scores, lifted=None) -> None:
+        self.mocap.add_frame(camera, live, wall_s, pts_s, keypoints, scores, lifted)
 
     def report(self) -> dict:
         """For the driver: the latest moment (the console's 3-D view), its figures and the summary (/metrics)."""

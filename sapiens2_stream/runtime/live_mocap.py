@@ -71,11 +71,17 @@ def file_offsets(cfg: PipelineConfig, group: list[str]) -> tuple[dict[str, float
     return {name: 0.0 for name in files} | found | dict(t.offsets_s), method
 
 
-def result_view(result) -> tuple[np.ndarray, np.ndarray]:
-    """A result's people as one camera's view: keypoints [P, 308, 2] (smoothed where smoothing ran), scores [P, 308]."""
+def result_view(result) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A result's people as one camera's view: keypoints [P, 308, 2] (smoothed where smoothing ran), scores
+    [P, 308], and where the single-camera 3-D stage ran, their lifted keypoints [P, 308, 3] (camera frame, NaN where
+    not known), else None."""
     people = [p for p in result.people if p.keypoints is not None]
     keypoints = np.array([p.smoothed if p.smoothed is not None else p.keypoints for p in people])
-    return keypoints.reshape(-1, 308, 2), np.array([p.keypoint_scores for p in people]).reshape(-1, 308)
+    scores = np.array([p.keypoint_scores for p in people]).reshape(-1, 308)
+    lifted = None
+    if people and all(p.keypoints_3d is not None for p in people):
+        lifted = np.array([np.where((p.keypoints_3d_confidence > 0)[:, None], p.keypoints_3d, np.nan) for p in people])
+    return keypoints.reshape(-1, 308, 2), scores, lifted
 
 
 class LiveMocap(Observer):
@@ -148,20 +154,22 @@ class LiveMocap(Observer):
     # ------------------------------------------------------------------------------------------- moments
 
     def add_frame(self, camera: str, live: bool, wall_s: float, pts_s: float, keypoints: np.ndarray,
-                  scores: np.ndarray) -> None:  # fmt: skip
+                  scores: np.ndarray, lifted: np.ndarray | None = None) -> None:  # fmt: skip
         """A camera's result by its capture times: a live camera's wall clock at capture, a file's timestamp moved
         by its offset."""
-        self.add(camera, wall_s if live else pts_s + self.offsets.get(camera, 0.0), keypoints, scores)
+        when = wall_s if live else pts_s + self.offsets.get(camera, 0.0)
+        self.add(camera, when, keypoints, scores, lifted=lifted)
 
     def add(self, camera: str, time_s: float, keypoints: np.ndarray, scores: np.ndarray,
-            arrived: float | None = None) -> None:  # fmt: skip
-        """One camera's result at capture time `time_s` (`arrived`: when it came, default now)."""
+            arrived: float | None = None, lifted: np.ndarray | None = None) -> None:  # fmt: skip
+        """One camera's result at capture time `time_s` (`arrived`: when it came, default now; `lifted`: its
+        people's 3-D keypoints from its pointmap, camera frame, as `Triangulator.update` takes them)."""
         arrived = time.monotonic() if arrived is None else arrived
         with self.lock:
             if time_s < self.made_until or (camera in self.missed_last and time_s - self.made_until <= self.max_skew_s):
                 self.late[camera] += 1  # its moment went out without it: not a moment of its own
                 return
-            self.waiting[camera].append((time_s, keypoints, scores, arrived))
+            self.waiting[camera].append((time_s, keypoints, scores, arrived, lifted))
             self._make_ready(arrived)
 
     def poll(self, now: float | None = None) -> None:
@@ -189,7 +197,7 @@ class LiveMocap(Observer):
                 near = [r for r in queue if abs(r[0] - when) <= self.max_skew_s]
                 if near:
                     chosen = min(near, key=lambda r: abs(r[0] - when))
-                    views[name] = (chosen[1], chosen[2])
+                    views[name] = (chosen[1], chosen[2]) if chosen[4] is None else (chosen[1], chosen[2], chosen[4])
                     latest = max(latest, chosen[3])
                     while queue and queue[0][0] <= chosen[0]:
                         queue.popleft()
@@ -210,7 +218,8 @@ class LiveMocap(Observer):
         self.last = {"people": len(people), "views_per_person": float(np.mean([len(p.views) for p in people]))
                      if people else 0.0, "error_px": float(np.mean(errors)) if errors else float("nan")}  # fmt: skip
         record = {"time": round(when, 6), "views": sorted(views), "people": [
-            {"id": p.id, "views": p.views, "error_px": None if not np.isfinite(p.error_px) else round(p.error_px, 2),
+            {"id": p.id, "views": p.views, "lifted": p.lifted,
+             "error_px": None if not np.isfinite(p.error_px) else round(p.error_px, 2),
              "keypoints_3d": [None if not np.isfinite(x).all() else [round(float(v), 4) for v in x] for x in p.xyz],
              "confidence": [round(float(c), 4) for c in p.confidence]} for p in people]}  # fmt: skip
         self._write(record)

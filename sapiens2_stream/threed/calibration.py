@@ -51,6 +51,11 @@ class Camera:
         r, _ = cv2.Rodrigues(self.rotation)
         return self.matrix @ np.hstack([r, self.translation.reshape(3, 1)])
 
+    def to_world(self, points: np.ndarray) -> np.ndarray:
+        """[..., 3] points in this camera's frame (metres) -> the calibration's world frame."""
+        r, _ = cv2.Rodrigues(self.rotation)
+        return (np.asarray(points, np.float64) - self.translation) @ r
+
     def undistorted(self) -> Camera:
         return replace(self, distortions=np.zeros_like(self.distortions), fisheye=False)
 

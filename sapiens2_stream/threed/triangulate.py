@@ -44,6 +44,7 @@ from .calibration import Camera, read_calibration
 BODY = (5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 41, 62)  # shoulders, elbows, hips, knees, ankles, wrists (308 layout)
 FILTER = {"q_steady": 1e-2, "q_turn": 30.0, "r": 1e-5, "v0": 1.0, "switch": 0.005}  # metres, seconds: r is a
 # triangulated joint's own noise (3 mm: 1 px at 4 m with 1080p lenses, over four views)
+LIFTED_WEIGHT = 0.1  # a lifted joint's weight in the filter against a triangulated one's (its noise: centimetres)
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Person3D:
     confidence: np.ndarray  # [K] in [0, 1]
     views: list[str]  # the cameras it was made from at this moment
     error_px: float = float("nan")  # mean reprojection error over the joints and views used
+    lifted: bool = False  # seen by one camera only: its 3-D keypoints lifted from that camera's pointmap
 
 
 @dataclass
@@ -92,13 +94,20 @@ class Triangulator:
         self.tracks.clear()
         self.next_id = 1
 
-    def update(self, time_s: float, views: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[Person3D]:
+    def update(self, time_s: float, views: dict[str, tuple[np.ndarray, ...]]) -> list[Person3D]:
+        """`views`: camera -> (keypoints [P, K, 2], scores [P, K]) or, where the camera's pointmap lifted its people
+        (the single-camera 3-D stage), (keypoints, scores, lifted [P, K, 3] metres in that camera's frame, NaN
+        where unknown): a person only that camera sees is then placed in 3-D by it, and flagged `lifted`."""
         unknown = sorted(set(views) - set(self.cameras))
         if unknown:
             raise ValueError(f"views of cameras the calibration has not: {', '.join(unknown)}")
         detections = self._undistorted(views)
         groups = self._match_tracks(time_s, detections)
         groups += self._new_groups(detections, {(c, i) for g in groups for c, i in g[1].items()})
+        taken = {(c, i) for _, members in groups for c, i in members.items()}
+        lifted = {(c, i): view[2][i] for c, view in views.items() if len(view) > 2 for i in range(len(view[2]))}
+        alone = [(track_id, members) for track_id, members in groups if len(members) == 1]
+        alone += [(None, {c: i}) for c, i in lifted if (c, i) not in taken]
         groups = [(track_id, members) for track_id, members in groups if len(members) >= 2]
         made = self.triangulate_many([{c: detections[c][i] for c, i in members.items()} for _, members in groups])
         people = []
@@ -107,6 +116,18 @@ class Triangulator:
                 continue
             track = self._track(track_id, time_s, xyz, confidence)
             people.append(Person3D(track.id, track.xyz.copy(), confidence, sorted(members), error))
+        for track_id, members in alone:  # seen by one camera: placed by its pointmap, where it has one
+            ((camera, i),) = members.items()
+            if (camera, i) not in lifted:
+                continue
+            xyz = self.cameras[camera].to_world(lifted[camera, i])
+            scores = detections[camera][i][1]
+            confidence = np.where(np.isfinite(xyz).all(1) & (scores >= self.min_score), scores * 0.5, 0.0)
+            xyz[confidence <= 0] = np.nan
+            if not np.isfinite(xyz[list(BODY)]).any():
+                continue
+            track = self._track(track_id, time_s, xyz, confidence, LIFTED_WEIGHT)
+            people.append(Person3D(track.id, track.xyz.copy(), confidence, [camera], lifted=True))
         for track_id in [t for t, track in self.tracks.items() if time_s - track.time_s > self.max_lost_s]:
             del self.tracks[track_id]
         return people
@@ -115,7 +136,7 @@ class Triangulator:
 
     def _undistorted(self, views) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
         out = {}
-        for name, (keypoints, scores) in views.items():
+        for name, (keypoints, scores, *_) in views.items():
             cam = self.cameras[name]
             keypoints = np.asarray(keypoints, np.float64)
             flat = cam.undistort(keypoints.reshape(-1, 2)).reshape(keypoints.shape)
@@ -248,8 +269,9 @@ class Triangulator:
             keep[better], best_count[better], best_error[better] = agree[better], count[better], mean[better]
         return keep
 
-    def _track(self, track_id: int | None, time_s: float, xyz, confidence) -> Track3D:
-        """The track `track_id` (a new one for None) moved on to this moment's points, smoothed."""
+    def _track(self, track_id: int | None, time_s: float, xyz, confidence, weight: float = 1.0) -> Track3D:
+        """The track `track_id` (a new one for None) moved on to this moment's points, smoothed (`weight`: the
+        points' trust in the filter against triangulated ones)."""
         new = track_id is None
         if new:
             track_id, self.next_id = self.next_id, self.next_id + 1
@@ -263,8 +285,9 @@ class Triangulator:
             track.filter.extend(len(joining))
         joints = track.joints
         dt = None if new else max(time_s - track.time_s, 1e-3)
-        step = track.filter.step(np.nan_to_num(xyz[joints]), np.broadcast_to(np.maximum(confidence[joints], 1e-3)
-                                 [:, None], (len(joints), 3)), np.repeat(made[joints, None], 3, 1), dt)  # fmt: skip
+        trust = np.maximum(confidence[joints] * weight, 1e-3)[:, None]
+        step = track.filter.step(np.nan_to_num(xyz[joints]), np.broadcast_to(trust, (len(joints), 3)),
+                                 np.repeat(made[joints, None], 3, 1), dt)  # fmt: skip
         smooth = np.full_like(xyz, np.nan)
         smooth[joints] = np.where(track.filter.started, step, np.nan)
         if dt:
