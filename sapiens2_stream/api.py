@@ -117,8 +117,7 @@ class Sapiens2:
 
     def close(self) -> None:
         """Free the models' threads (the session is done); they are gone when this returns."""
-        self.loaded.engine.executor.shutdown(wait=True)
-        self.loaded.detect_thread.shutdown(wait=True)
+        self.loaded.close(wait=True)
 
     def __enter__(self) -> Sapiens2:
         return self

@@ -58,8 +58,11 @@ def test_every_model_call_runs_on_one_device_thread_across_runs(tmp_path, tiny_d
     threads = []
     for model in loaded.engine.models.values():
         model.backbone.register_forward_hook(lambda *_: threads.append(threading.get_ident()))
-    for _ in range(2):  # two runs on the same loaded models, as batch workers do
-        assert Pipeline(cfg, loaded=loaded).run()["totals"]["frames_out"] == 10
+    try:
+        for _ in range(2):  # two runs on the same loaded models, as batch workers do
+            assert Pipeline(cfg, loaded=loaded).run()["totals"]["frames_out"] == 10
+    finally:
+        loaded.close(wait=True)
     assert len(threads) >= 2 * 5 * 2  # every batch, both tasks, both runs
     assert len(set(threads)) == 1 and threads[0] != threading.main_thread().ident
 

@@ -484,7 +484,11 @@ def figure_run(tmp_path, tiny_dir, uri, delay_s=0.0):
     cfg = config(tmp_path, tiny_dir, uri, events={"lines": {"door": door}, "zones": {"room": room}},
                  outputs={"video": {"enabled": False}}, source={"max_frames": round(SECONDS * CLIP_FPS)},
                  models={"pose": {"source": str(tiny_dir["pose"]), "input_size": SMALL, "flip": "off"}})  # fmt: skip
-    summary = Pipeline(cfg, loaded=F.figure_models(cfg, delay_s)).run()  # (max_frames: a camera plays it once)
+    loaded = F.figure_models(cfg, delay_s)
+    try:
+        summary = Pipeline(cfg, loaded=loaded).run()  # (max_frames: a camera plays it once)
+    finally:
+        loaded.close(wait=True)
     out = tmp_path / "out"
     lane_of = {}  # track -> lane, by where its box is
     for line in (out / "results.jsonl").read_text().splitlines():

@@ -214,4 +214,5 @@ class FleetWorker:
         """Stop every camera (outputs complete and playable) and the pipeline; returns each camera's summary."""
         self.pipeline.finish()
         self.thread.join(timeout)
+        self.loaded.close()
         return (self.summary or {}).get("sources", {})

@@ -168,6 +168,8 @@ def run_batch(
         for video in todo:
             while finished(video, worker.process(str(video), str(out / names[video]))):
                 pass
+        if worker is not None:
+            worker.loaded.close()  # its threads end with the batch
     else:
         import ray
 

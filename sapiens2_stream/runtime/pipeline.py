@@ -63,6 +63,11 @@ class LoadedModels:
     detector: Detector
     detect_thread: ThreadPoolExecutor
 
+    def close(self, wait: bool = False) -> None:
+        """End the device's and the detector's threads (a process that loads models many times keeps none)."""
+        self.engine.executor.shutdown(wait=wait)
+        self.detect_thread.shutdown(wait=wait)
+
 
 def load_models(cfg: PipelineConfig) -> LoadedModels:
     rt = cfg.runtime
@@ -334,8 +339,7 @@ class Pipeline:
             if self.mqtt is not None:  # after the streams: their last track events go out before "offline"
                 self.mqtt.close()
             if self.owns_models:  # a process that runs many pipelines keeps no device or detector thread of each
-                self.loaded.engine.executor.shutdown(wait=False)
-                self.loaded.detect_thread.shutdown(wait=False)
+                self.loaded.close()
             for observer in self.observers:
                 observer.ended()
         return self.summary()
