@@ -499,7 +499,8 @@ def figure_run(tmp_path, tiny_dir, uri, delay_s=0.0):
         lane = lane_of[event["track_id"]]
         assert lane not in found.setdefault(event["kind"], {}), event  # one of each kind per walker at most
         found[event["kind"]][lane] = event
-    return found, summary["sources"]["pipeline"]
+    pts = sorted({json.loads(line)["pts"] for line in (out / "results.jsonl").read_text().splitlines()})
+    return found, {**summary["sources"]["pipeline"], "longest_gap_s": float(np.diff(pts).max())}
 
 
 def assert_door_counts(found, source, within_s):
@@ -525,8 +526,9 @@ def test_a_run_counts_the_figures_crossing_exactly(tmp_path, tiny_dir, figures_c
 
 def test_a_live_source_that_drops_frames_still_counts_exactly(tmp_path, tiny_dir, figures_clip):
     """The same clip as a camera (camera-paced lavfi) with a model too slow for its 25 frames/s: frames are dropped,
-    the counts stay exact, each crossing found within a few processed frames."""
+    the counts stay exact, each event within two of the run's longest gaps between processed frames (the feet are
+    seen on the other side at the first frame processed after they crossed; smoothed, a frame or so later)."""
     found, source = figure_run(tmp_path, tiny_dir, f"lavfi:movie={figures_clip},realtime", delay_s=0.02)
     dropped = sum(source["dropped"].values())
     assert dropped > 0.2 * source["frames_in"], source["dropped"]  # it did fall behind
-    assert_door_counts(found, source, within_s=0.4)
+    assert_door_counts(found, source, within_s=max(0.4, 2 * source["longest_gap_s"]))

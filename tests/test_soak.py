@@ -74,8 +74,9 @@ def test_a_live_run_stays_flat_and_a_leak_is_caught(tmp_path, tiny_dir):
     window with one small object kept per frame. Bounds: the leak keeps at least one tracked object a frame (a
     small list in a list), ~300 over a window of ~300 frames; the run's own objects move by a few hundred either way
     between samples (pending results, generators), so the fitted growth must stay under half the frames, and the
-    leak must go over it. Resident memory: under 8 MB over the flat window (a window this short cannot see a slow
-    native leak, the hour-long benchmark's job, but it sees a copy of a picture kept per frame). Threads: not one
+    leak must go over it. Resident memory: under 16 MB over the flat window (a window this short cannot see a slow
+    native leak, the hour-long benchmark's job, but it sees a copy of a picture kept per frame: 70 MB; on a machine
+    busy with other work, more frames are in flight at a time: up to 9.7 MB measured). Threads: not one
     more (tests/test_threads.py checks that none starts per frame or request). Open files: within two (a segment
     or a connection being replaced)."""
     cfg = from_dict(PipelineConfig, {
@@ -102,7 +103,7 @@ def test_a_live_run_stays_flat_and_a_leak_is_caught(tmp_path, tiny_dir):
     assert flat["frames"] > 200 and leaking["frames"] > 200, (flat, leaking)  # both cameras ran through the windows
     assert flat["objects"] < flat["frames"] / 2, flat
     assert leaking["objects"] > leaking["frames"] / 2, leaking
-    assert flat["rss_mb"] < 8, flat
+    assert flat["rss_mb"] < 16, flat
     assert flat["threads"][1] - flat["threads"][0] == 0, flat
     assert flat["files"][1] - flat["files"][0] <= 2, flat
 
