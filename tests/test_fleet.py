@@ -163,11 +163,15 @@ def records(camera_dir):
 
 
 def health(port):
+    """(status, body) of the driver's /healthz; (None, {}) when it did not answer (it answers one request at a time,
+    and waits while the driver moves a lost node's cameras)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None, {}
 
 
 def played_frames(path):

@@ -176,7 +176,12 @@ class Fleet:
         with self.lock:
             self._take(ready, now)
             if self.hub_asked in ready:
-                self.mocap_report, self.hub_asked = ray.get(self.hub_asked), None
+                asked, self.hub_asked = self.hub_asked, None
+                try:
+                    self.mocap_report = ray.get(asked)
+                except ray.exceptions.RayError as e:  # the 3-D stream is lost; the cameras go on
+                    self.say(f"fleet: live motion capture's hub is gone ({type(e).__name__})")
+                    self.hub = None
 
     def _take(self, ready: list, now: float) -> None:
         """The answers that came, and what they say about lost nodes (under the record's lock)."""
