@@ -2,14 +2,13 @@
 `max_skew_s` + 20 ms. Eight cameras at 30 frames/s, each result arriving 0-20 ms after its capture (the 2-D
 pipeline's own delay, drawn at random), four people walking (tests/scenes3d.py); after 4 s one camera dies, so
 every later moment waits `max_skew_s` for it. The moments are made as in a run: by the results as they arrive and
-by `LiveMocap`'s waker on an event loop of its own.
+by `LiveMocap`'s waker on an event loop of its own (the fleet's `MocapHub`, used here in-process).
 
 Run: `python -m benchmarks.live_mocap`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 import threading
 import time
@@ -25,7 +24,8 @@ FPS, SECONDS, DIES_AT_S, CAMERAS, PEOPLE = 30, 8, 4, 8, 4
 def measure() -> dict:
     from benchmarks.triangulate import people
     from sapiens2_stream.config import PipelineConfig, from_dict
-    from sapiens2_stream.runtime.live_mocap import LiveMocap, triangulation_group
+    from sapiens2_stream.fleet.mocap import MocapHub
+    from sapiens2_stream.runtime.live_mocap import triangulation_group
     from sapiens2_stream.threed.calibration import write_calibration
     from tests import scenes3d as S
 
@@ -36,13 +36,11 @@ def measure() -> dict:
         "sources": [{"name": c.name, "uri": f"rtsp://127.0.0.1/{c.name}"} for c in rig],
         "outputs": {"dir": str(work / "out")}, "threed": {"calibration": str(work / "Calib.toml"), "formats": []},
     })  # fmt: skip
-    live = LiveMocap(cfg, triangulation_group(cfg), {c.name: float(FPS) for c in rig})
+    hub = MocapHub(cfg, triangulation_group(cfg), {c.name: float(FPS) for c in rig})  # with its waker, in-process
+    live = hub.mocap
     scene, rng = people(PEOPLE), np.random.default_rng(0)
     frames = round(FPS * SECONDS)
     views = [{c.name: S.seen_by(c, scene(i / FPS), rng) for c in rig} for i in range(frames)]
-    loop = asyncio.new_event_loop()
-    (waker,) = live.started(None)
-    threading.Thread(target=loop.run_until_complete, args=(waker,), daemon=True).start()
     start = time.monotonic() + 0.5
     made_before_death = []
 
@@ -63,7 +61,7 @@ def measure() -> dict:
     for t in threads:
         t.join()
     time.sleep(0.2)
-    live.ending()
+    hub.close()
     latency = np.array(live.latency_ms)
     split = made_before_death[0]
     return {"max_skew_ms": live.max_skew_s * 1000, "all": latency[:split], "one dead": latency[split + 5 :],

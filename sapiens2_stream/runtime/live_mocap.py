@@ -94,7 +94,8 @@ class LiveMocap(Observer):
         fastest = max((r for r in rates.values() if r), default=25.0)
         self.max_skew_s = 0.5 / fastest if t.max_skew_s == "auto" else float(t.max_skew_s)
         self.offsets, self.sync = file_offsets(cfg, group)
-        self.waiting: dict[str, deque] = {name: deque() for name in group}  # (time, keypoints, scores, arrived)
+        self.waiting: dict[str, deque] = {name: deque() for name in group}  # (time, view, arrived): view as
+        # Triangulator.update takes it, (keypoints, scores) or (keypoints, scores, lifted)
         kinds = {s.name: source_kind(s) for s in cfg.sources or []}
         self.live = {name: kinds.get(name) in LIVE_KINDS for name in group}  # a file lags, never stalls: wait for it
         self.closed: set[str] = set()
@@ -129,10 +130,6 @@ class LiveMocap(Observer):
         while self.running:
             await asyncio.sleep(WAKE_S)
             self.poll()
-
-    def source_added(self, stream) -> None:
-        if stream.label in self.live:
-            self.live[stream.label] = stream.live
 
     def source_closed(self, stream) -> None:
         with self.lock:
@@ -169,7 +166,8 @@ class LiveMocap(Observer):
             if time_s < self.made_until or (camera in self.missed_last and time_s - self.made_until <= self.max_skew_s):
                 self.late[camera] += 1  # its moment went out without it: not a moment of its own
                 return
-            self.waiting[camera].append((time_s, keypoints, scores, arrived, lifted))
+            view = (keypoints, scores) if lifted is None else (keypoints, scores, lifted)
+            self.waiting[camera].append((time_s, view, arrived))
             self._make_ready(arrived)
 
     def poll(self, now: float | None = None) -> None:
@@ -187,7 +185,7 @@ class LiveMocap(Observer):
             anchor = min((q[0] for q in self.waiting.values() if q), key=lambda r: r[0], default=None)
             if anchor is None:
                 return
-            when, arrived = anchor[0], anchor[3]
+            when, arrived = anchor[0], anchor[2]
             waited = now - arrived >= self.max_skew_s
             for name, queue in self.waiting.items():  # each camera: a later result shown, or no use waiting
                 if not (any(r[0] >= when for r in queue) or name in self.closed or (self.live[name] and waited)):
@@ -197,8 +195,8 @@ class LiveMocap(Observer):
                 near = [r for r in queue if abs(r[0] - when) <= self.max_skew_s]
                 if near:
                     chosen = min(near, key=lambda r: abs(r[0] - when))
-                    views[name] = (chosen[1], chosen[2]) if chosen[4] is None else (chosen[1], chosen[2], chosen[4])
-                    latest = max(latest, chosen[3])
+                    views[name] = chosen[1]
+                    latest = max(latest, chosen[2])
                     while queue and queue[0][0] <= chosen[0]:
                         queue.popleft()
                 else:

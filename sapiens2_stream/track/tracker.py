@@ -29,7 +29,10 @@ class Track:
     last_t: float
     velocity: np.ndarray = field(default_factory=lambda: np.zeros(2, np.float32))  # d(centre)/dt, pixels/s
     hits: int = 1
-    seen: list = field(default_factory=list)  # (t, centre x, centre y) of the latest detections
+    seen: list = field(init=False)  # (t, centre x, centre y) of the latest detections, from the first
+
+    def __post_init__(self) -> None:
+        self.seen = [(self.last_t, *(self.box[:2] + self.box[2:] / 2))]
 
     def predicted(self, t: float) -> np.ndarray:
         box = self.box.copy()
@@ -111,8 +114,6 @@ class Tracker:
         self._expire(t)
 
     def _observe(self, track: Track, det: np.ndarray, t: float) -> None:
-        if not track.seen:
-            track.seen.append((track.last_t, *(track.box[:2] + track.box[2:] / 2)))
         track.seen = [s for s in track.seen if t - s[0] <= VELOCITY_WINDOW_S and s[0] < t]
         track.seen.append((t, *(det[:2] + det[2:4] / 2)))
         if len(track.seen) > 1:  # the slope of a straight line through the recent centres
