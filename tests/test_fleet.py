@@ -262,14 +262,16 @@ def test_fleet_places_restarts_moves_and_stops(tmp_path, tiny_dir, cluster):
         moves = fleet_record(out)["moves"]
         assert sorted(m["source"] for m in moves) == sorted(orphans)
         assert all(m["from"] == lost_worker and "lost" in m["reason"] for m in moves)
-        time.sleep(3)
+        wait_until(lambda: set(cameras) in [set(m["views"]) for m in moments_of(out) if m["time"] > gone], 30,
+                   "moments of all four views once the lost node's cameras are re-homed")  # fmt: skip
     finally:
         driver.send_signal(signal.SIGINT)
         _, stderr = driver.communicate(timeout=120)
     assert driver.returncode == 130, stderr
     final = fleet_record(out)
 
-    # live 3-D: all four views, the survivors' while a worker's cameras were down, all four again once re-homed
+    # live 3-D: all four views, the survivors' while a worker's cameras were down, all four again after (above:
+    # after the restart, and once a lost node's cameras were re-homed)
     moments = moments_of(out)
     views = lambda start, end: [set(m["views"]) for m in moments if start < m["time"] < end]  # noqa: E731
     others = set(cameras) - set(workers[victim]["sources"])

@@ -102,10 +102,12 @@ class Fleet:
         rates = camera_rates(self.cfg)
         group = triangulation_group(self.cfg)
         if group:  # calibrated cameras: triangulated live by one hub on the head node, whichever workers run them
-            # (the head is the cluster's single point of failure anyway; a driver's own node id may be a worker's)
+            # (the head is the cluster's single point of failure anyway; a driver's own node id may be a worker's).
+            # A hard affinity: a soft one let the head's raylet hand it to a worker node every other time (Ray
+            # 2.60, a head without CPUs), where a lost node took the fleet's 3-D stream with it
             head = [n["NodeID"] for n in ray.nodes() if n["Alive"] and "node:__internal_head__" in n["Resources"]]
             here = NodeAffinitySchedulingStrategy(head[0] if head else ray.get_runtime_context().get_node_id(),
-                                                  soft=True)  # fmt: skip
+                                                  soft=False)  # fmt: skip
             self.hub = ray.remote(MocapHub).options(num_cpus=0, max_concurrency=4, scheduling_strategy=here,
                                                     name=f"sapiens2-fleet-{self.id}-mocap").remote(
                 worker_cfg, group, rates)  # fmt: skip

@@ -1,7 +1,7 @@
 """Live motion capture across a fleet: the cameras of one calibrated group may run on different workers; each
 worker sends its group cameras' results through Ray (not a shared file) to one `MocapHub`, a Ray actor the driver
-starts on its own node, which makes the moments with the same `LiveMocap` as a single run and writes OUTPUT/3d/ on
-the fleet's shared storage.
+starts on the cluster's head node (which the cluster cannot lose anyway), which makes the moments with the same
+`LiveMocap` as a single run and writes OUTPUT/3d/ on the fleet's shared storage.
 
 A worker that dies takes its cameras' results with it: the hub counts them missing (a live camera silent for
 `max_skew_s` is never waited for) and goes on with the other views; when the cameras are re-homed or their worker
