@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 from pythonosc.dispatcher import Dispatcher
-from pythonosc.osc_server import ThreadingOSCUDPServer
+from pythonosc.osc_server import BlockingOSCUDPServer
 
 from sapiens2_stream.export.motion3d import ARMATURE, joint_positions
 from sapiens2_stream.export.vmc import SWAP, UNITY_BONES, OscSender
@@ -25,13 +25,15 @@ def matrix(x: float, y: float, z: float, w: float) -> np.ndarray:
 
 
 class Receiver:
-    """A VMC/OSC receiver on 127.0.0.1: every message, grouped into the bundles they came in."""
+    """A VMC/OSC receiver on 127.0.0.1: every message, grouped into the bundles they came in (one datagram at a
+    time, in order, as an avatar application reads them: a server with a thread per datagram mixed two bundles'
+    messages on a busy host)."""
 
     def __init__(self) -> None:
         self.bundles: list[list] = [[]]
         dispatcher = Dispatcher()
         dispatcher.set_default_handler(self.take)
-        self.server = ThreadingOSCUDPServer(("127.0.0.1", 0), dispatcher)
+        self.server = BlockingOSCUDPServer(("127.0.0.1", 0), dispatcher)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
