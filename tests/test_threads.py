@@ -1,5 +1,6 @@
-"""Threads: none started per frame or per request (a run over weeks must not churn or grow them), and the census
-of threads by kind in summary.json and the console."""
+"""Threads: none started per frame or per request (a run over weeks must not churn or grow them), the census
+of threads by kind in summary.json and the console, and a source's numbers read on one thread while another adds to
+them."""
 
 import json
 import os
@@ -9,6 +10,8 @@ import urllib.request
 
 from sapiens2_stream.config import PipelineConfig, from_dict
 from sapiens2_stream.console.pipeline_backend import PipelineConsole
+from sapiens2_stream.io.sources import SourceStats
+from sapiens2_stream.runtime.numbers import SourceNumbers
 from sapiens2_stream.runtime.pipeline import Pipeline
 from tests.test_integrations import wait_until
 from tests.test_pipeline import free_port
@@ -82,3 +85,33 @@ def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
         assert threads.get(kind, 0) >= 1, (kind, threads)
     assert threads["stream-cam1"] == 2 and threads["native"] >= 1
     assert box["summary"]["threads"]["sapiens2-device"] == 1  # earlier runs in this process left none behind
+
+
+def test_a_sources_numbers_are_read_while_its_writer_adds_to_them():
+    """A stream's writer thread times each stage (its first time adds the stage) and samples the rates while the
+    console's loop and /metrics read them: no reader may meet a dict changing under it (the console answered 500 to
+    a status request at the start of a run, when each stage has its first time)."""
+    numbers = SourceNumbers(SourceStats(), live=True)
+    stop, errors, reads = threading.Event(), [], 0
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            numbers.times.stage(f"stage{i % 50}" if i < 5000 else f"stage{i}", 1.0)  # new stages all along
+            numbers.wrote(i, 1, time.time())
+            i += 1
+
+    thread = threading.Thread(target=writer, name="test-writer")
+    thread.start()
+    try:
+        ends = time.time() + 2.0
+        while time.time() < ends:
+            try:
+                numbers.snapshot()
+                reads += 1
+            except RuntimeError as e:
+                errors.append(str(e))
+    finally:
+        stop.set()
+        thread.join()
+    assert reads > 10 and not errors, errors[:3]

@@ -9,6 +9,7 @@ percentiles are over those. Recent rates are over the last RATE_WINDOW_S seconds
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable
@@ -69,20 +70,25 @@ class StageTimes:
         self.stage_ms: dict[str, Samples] = defaultdict(samples)
         self.batch_sizes: dict[str, Samples] = defaultdict(samples)
         self.observer: Callable[[str, float, int | None], None] | None = None
+        self.lock = threading.Lock()  # stages are timed on a stream's writer thread and read on others (the
+        # console's loop, /metrics): a stage's first time adds a key while a reader goes through them
 
     def stage(self, name: str, ms_per_frame: float, batch: int | None = None) -> None:
-        self.stage_ms[name].append(ms_per_frame)
-        if batch is not None:
-            self.batch_sizes[name].append(batch)
+        with self.lock:
+            self.stage_ms[name].append(ms_per_frame)
+            if batch is not None:
+                self.batch_sizes[name].append(batch)
         if self.observer is not None:
             self.observer(name, ms_per_frame, batch)
 
     def snapshot(self) -> dict:
+        with self.lock:
+            stage_ms, batch_sizes = dict(self.stage_ms), dict(self.batch_sizes)
         return {
-            "stage_ms_per_frame": {k: p50_p95(v, 2) for k, v in self.stage_ms.items()},
+            "stage_ms_per_frame": {k: p50_p95(v, 2) for k, v in stage_ms.items()},
             "batch_size": {
                 k: {"max": int(np.max(v)), "mean": round(float(np.mean(v)), 2)}
-                for k, v in self.batch_sizes.items()
+                for k, v in batch_sizes.items()
                 if len(v)
             },  # fmt: skip
         }
@@ -110,6 +116,7 @@ class SourceNumbers:
         self.times = StageTimes()
         self.frame_age_ms = samples()  # arrival to written, per frame
         self.history: deque = deque()  # (monotonic time, frames in, processed, written), for the recent rates
+        self.history_lock = threading.Lock()  # sampled by the writer thread and by readers on other threads
 
     def wrote(self, frame_index: int, people: int, arrived_wall_s: float) -> None:
         """A result was written."""
@@ -123,19 +130,20 @@ class SourceNumbers:
         """How long the source has run (up to its end)."""
         return max((self.ended or time.time()) - self.started, 1e-9)
 
-    def _sample(self, now: float) -> None:
-        if self.history and now - self.history[-1][0] < RATE_SAMPLE_S:
-            return
-        self.history.append((now, self.stats.frames, self.processed, self.written))
-        while len(self.history) > 2 and now - self.history[1][0] >= RATE_WINDOW_S:
-            self.history.popleft()
+    def _sample(self, now: float) -> tuple:
+        """The oldest sample of the rate window, after taking one now if the latest is RATE_SAMPLE_S old."""
+        with self.history_lock:
+            if not self.history or now - self.history[-1][0] >= RATE_SAMPLE_S:
+                self.history.append((now, self.stats.frames, self.processed, self.written))
+                while len(self.history) > 2 and now - self.history[1][0] >= RATE_WINDOW_S:
+                    self.history.popleft()
+            return self.history[0]
 
     def recent_fps(self) -> dict[str, float]:
         """Frames/s in, processed and written over about the last RATE_WINDOW_S seconds (falling to 0 when a source
         stops delivering)."""
         now = time.monotonic()
-        self._sample(now)
-        t0, in0, processed0, written0 = self.history[0]
+        t0, in0, processed0, written0 = self._sample(now)
         span = now - t0
         if span < RATE_SAMPLE_S:
             return {"in": 0.0, "processed": 0.0, "written": 0.0}
