@@ -90,16 +90,18 @@ def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
 def test_a_sources_numbers_are_read_while_its_writer_adds_to_them():
     """A stream's writer thread times each stage (its first time adds the stage) and samples the rates while the
     console's loop and /metrics read them: no reader may meet a dict changing under it (the console answered 500 to
-    a status request at the start of a run, when each stage has its first time)."""
-    numbers = SourceNumbers(SourceStats(), live=True)
+    a status request at the start of a run, when each stage has its first time). Runs start one after another on
+    the writer's side, each with its stages' first times; the reader reads the latest for 2 s."""
+    current = [SourceNumbers(SourceStats(), live=True)]
     stop, errors, reads = threading.Event(), [], 0
 
     def writer() -> None:
-        i = 0
         while not stop.is_set():
-            numbers.times.stage(f"stage{i % 50}" if i < 5000 else f"stage{i}", 1.0)  # new stages all along
-            numbers.wrote(i, 1, time.time())
-            i += 1
+            numbers = SourceNumbers(SourceStats(), live=True)
+            current[0] = numbers
+            for i in range(90):
+                numbers.times.stage(f"stage{i % 9}", 1.0)
+                numbers.wrote(i, 1, time.time())
 
     thread = threading.Thread(target=writer, name="test-writer")
     thread.start()
@@ -107,7 +109,7 @@ def test_a_sources_numbers_are_read_while_its_writer_adds_to_them():
         ends = time.time() + 2.0
         while time.time() < ends:
             try:
-                numbers.snapshot()
+                current[0].snapshot()
                 reads += 1
             except RuntimeError as e:
                 errors.append(str(e))
