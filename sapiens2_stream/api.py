@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import config_from, parse_yaml, set_value
+from .config import DEFAULT_FPS, ApiOptions, config_from, from_dict, parse_yaml, set_value, temporal_outputs
 from .errors import Sapiens2StreamError
 from .io.jsonl import record
 from .io.sources import Feed, forget_feed, register_feed
@@ -97,7 +97,7 @@ class Result:
         detections = sv.Detections(xyxy=xyxy, confidence=np.array([p.score for p in self.people], np.float32),
                                    class_id=np.zeros(len(self.people), int),
                                    tracker_id=np.array([p.track_id for p in self.people], int))  # fmt: skip
-        points = [p.smoothed if p.smoothed is not None else p.keypoints for p in self.people]
+        points = [p.best_keypoints for p in self.people]
         xy = np.array(points, np.float32).reshape(-1, 308, 2)
         scores = np.array([p.keypoint_scores for p in self.people], np.float32).reshape(-1, 308)
         return detections, sv.KeyPoints(xy=xy, class_id=np.zeros(len(self.people), int), keypoint_confidence=scores,
@@ -126,9 +126,10 @@ class Sapiens2:
         self.close()
 
     def stream(self, source, *, output: str | None = None, buffer: str = "all", keep_frames: bool = False,
-               bgr: bool = False, fps: float | None = None, set: dict | None = None) -> Iterator[Result]:  # fmt: skip
-        """Results frame by frame (see the module)."""
-        run = Run(self, source, output, buffer, keep_frames, bgr, fps, set or {})
+               bgr: bool = False, fps: float | None = None, set: dict | None = None,
+               stages: list = ()) -> Iterator[Result]:  # fmt: skip
+        """Results frame by frame (see the module). `stages`: your own stage objects (see the module)."""
+        run = Run(self, source, output, buffer, keep_frames, bgr, fps, set or {}, stages=stages)
         try:
             yield from run.results()
         finally:
@@ -136,9 +137,9 @@ class Sapiens2:
 
     def run(self, source, on_result: Callable[[Result], None], *, output: str | None = None,
             keep_frames: bool = False, bgr: bool = False, fps: float | None = None,
-            set: dict | None = None) -> dict:  # fmt: skip
+            set: dict | None = None, stages: list = ()) -> dict:  # fmt: skip
         """Every result to `on_result` (on the pipeline's writer thread); returns the run's summary."""
-        run = Run(self, source, output, "all", keep_frames, bgr, fps, set or {}, callback=on_result)
+        run = Run(self, source, output, "all", keep_frames, bgr, fps, set or {}, callback=on_result, stages=stages)
         try:
             for _ in run.results():
                 pass
@@ -168,7 +169,7 @@ class Run:
     """One pipeline run on its own thread, its results handed over through a queue."""
 
     def __init__(self, session: Sapiens2, source, output, buffer, keep_frames, bgr, fps, overrides,
-                 callback=None) -> None:  # fmt: skip
+                 callback=None, stages: list = ()) -> None:  # fmt: skip
         if buffer not in ("all", "latest"):
             raise Sapiens2StreamError(f"buffer={buffer!r}: choose 'all' or 'latest'")
         self.feeds = []
@@ -186,14 +187,14 @@ class Run:
         self.error: BaseException | None = None
         self.stopping = threading.Event()
         self.models = {task: m.source for task, m in cfg.enabled_models().items()}
-        self.pipeline = Pipeline(cfg, loaded=session.loaded, on_result=self._on_result)
+        self.pipeline = Pipeline(cfg, loaded=session.loaded, on_result=self._on_result, stages=list(stages))
         self.names = {s.label: s.source.source_id for s in self.pipeline.streams}
         self.thread = threading.Thread(target=self._main, name="sapiens2-api", daemon=True)
 
     def _uri(self, source, bgr: bool, fps: float | None) -> str:
         if isinstance(source, str | Path):
             return str(source)
-        feed = Feed(source, bgr, fps or 30.0)
+        feed = Feed(source, bgr, fps or DEFAULT_FPS)
         uri = register_feed(feed)
         self.feeds.append(uri)
         return uri
@@ -265,7 +266,8 @@ class Run:
 
 def stream(source, *, tasks=None, size: str = "0.4b", pipeline: str | None = None, **options) -> Iterator[Result]:
     """Results frame by frame from a new session (models loaded for this call; keep a `Sapiens2` for many)."""
-    run_options = {k: options.pop(k) for k in ("output", "buffer", "keep_frames", "bgr", "fps") if k in options}
+    run_options = {k: options.pop(k) for k in ("output", "buffer", "keep_frames", "bgr", "fps", "stages")
+                   if k in options}  # fmt: skip
     session = Sapiens2(tasks, size, pipeline, **options)  # `set` too: model settings must reach the loaded models
     try:
         yield from session.stream(source, **run_options)
@@ -290,7 +292,7 @@ async def astream(source, **options) -> AsyncIterator[Result]:
 def run(source, on_result: Callable[[Result], None], *, tasks=None, size: str = "0.4b",
         pipeline: str | None = None, **options) -> dict:  # fmt: skip
     """Every result to `on_result`; returns the run's summary."""
-    run_options = {k: options.pop(k) for k in ("output", "keep_frames", "bgr", "fps") if k in options}
+    run_options = {k: options.pop(k) for k in ("output", "keep_frames", "bgr", "fps", "stages") if k in options}
     with Sapiens2(tasks, size, pipeline, **options) as session:
         return session.run(source, on_result, **run_options)
 
@@ -306,37 +308,44 @@ def predict(images, *, tasks=None, size: str = "0.4b", pipeline: str | None = No
 
 
 def options_to_data(tasks, size: str, pipeline: str | None, options: dict) -> dict:
-    """YAML-shaped data from a pipeline file and the keyword options."""
+    """YAML-shaped data from a pipeline file and the keyword options (checked against `config.ApiOptions`)."""
+    try:
+        named = {"tasks": None if tasks is None else list(tasks), "size": size, "pipeline": pipeline}
+        given = from_dict(ApiOptions, {**options, **named})
+    except Sapiens2StreamError as e:
+        raise Sapiens2StreamError(str(e).replace("unknown key", "unknown option", 1)) from None
     if pipeline and not Path(pipeline).is_file():
         raise Sapiens2StreamError(f"{pipeline}: no such pipeline file (see the ready ones in pipelines/)")
     data = parse_yaml(Path(pipeline).read_text(), pipeline) if pipeline else {}
-    given = options.pop("models", {}) or {}
-    if tasks is None and not pipeline and not given:
-        tasks = ("pose",)
+    tasks = given.tasks
+    if tasks is None and not pipeline and not given.models:
+        tasks = ["pose"]
     if tasks is not None:  # these tasks, keeping what the pipeline says of each
         data["models"] = {task: {**(data.get("models") or {}).get(task, {}),
-                                 "source": given.get(task, hub_id(task, size))} for task in tasks}  # fmt: skip
+                                 "source": given.models.get(task, hub_id(task, size))} for task in tasks}  # fmt: skip
     models = data.setdefault("models", {})
-    for task, source in given.items():
+    for task, source in given.models.items():
         models.setdefault(task, {})["source"] = source
-    flip = options.pop("flip", None)
-    if flip is not None:
+    if given.flip is not None:
         for model in models.values():
-            model["flip"] = flip
-    for key, path in (("device", "runtime.device"), ("smoothing", "smoothing.method")):
-        if key in options:
-            set_value(data, path, options.pop(key))
-    if "detector" in options:
-        detector = options.pop("detector")
-        data["detector"] = detector if isinstance(detector, dict) else {"type": detector}
-    for section in ("temporal", "threed"):
-        if section in options:
-            value = options.pop(section)
-            data[section] = value if isinstance(value, dict) else {"enabled": bool(value)}
-    for key, value in (options.pop("set", None) or {}).items():
+            model["flip"] = given.flip
+    if given.device is not None:
+        set_value(data, "runtime.device", given.device)
+    if given.smoothing is not None:
+        set_value(data, "smoothing.method", given.smoothing)
+    if given.detector is not None:
+        data["detector"] = given.detector if isinstance(given.detector, dict) else {"type": given.detector}
+    if isinstance(given.temporal, dict):
+        data["temporal"] = given.temporal
+    elif given.temporal is not None:  # every output of the tasks that run steadied, or none
+        outputs = temporal_outputs()
+        data["temporal"] = {key: "on" if given.temporal and task in models else "off" for key, task in outputs.items()}
+    if isinstance(given.threed, dict):
+        data["threed"] = given.threed
+    elif given.threed is not None:
+        set_value(data, "threed.enabled", given.threed)
+    for key, value in given.set.items():
         set_value(data, key, value)
-    if options:
-        raise Sapiens2StreamError(f"unknown option(s): {', '.join(sorted(options))}")
     return data
 
 

@@ -1,21 +1,24 @@
-"""The `sapiens2-stream` command line: run | batch | validate | demo | models.
+"""The `sapiens2-stream` command line: run | batch | export | validate | schema | demo | models.
 
-Exit codes: 0 done, 2 usage or configuration error, 1 runtime failure, 130 interrupted (outputs complete up
-to the interruption; `run --resume` continues).
+Exit codes: 0 done, 2 usage or configuration error, 1 runtime failure, 3 done but a stage failed for a source (it
+was left out for that source, the rest ran: `summary.json` `errors` says which), 130 interrupted (outputs
+complete up to the interruption; `run --resume` continues).
 Errors print one line; `--debug` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
-import typing
 from pathlib import Path
 
 from .errors import Sapiens2StreamError
 
-EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG, EXIT_STAGE_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+P2S_SKELETONS = ("HALPE_26", "COCO_133_WRIST", "COCO_133")  # outputs.pose2sim.skeleton's choices (tested equal)
+P2S_SYNC = ("auto", "motion", "audio", "none")  # outputs.pose2sim.sync's choices
 
 
 class RuntimeFailure(Exception):
@@ -48,6 +51,7 @@ def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
         print(f"note: the console names the single source {config.sources[0].name} (its outputs in "
               f"{config.per_source()[0].outputs.dir}/)", file=sys.stderr)  # fmt: skip
     pipeline = Pipeline(config, resume=resume, serve=console)  # configuration errors surface here (exit 2)
+    pipeline.open()  # and unreachable cameras, unreadable files (exit 2)
     if console:
         from .console.pipeline_backend import PipelineConsole
 
@@ -122,7 +126,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise Sapiens2StreamError("--resume is not needed with --ray: fleet cameras always continue")
         return EXIT_INTERRUPTED if run_on_fleet(config, args.ray, not args.no_progress)["interrupted"] else EXIT_OK
     summary = run_pipeline(config, not args.no_progress, resume=args.resume)
-    return EXIT_INTERRUPTED if summary["interrupted"] else EXIT_OK
+    return exit_code(summary)
+
+
+def exit_code(summary: dict) -> int:
+    """130 when interrupted, 3 when a stage failed for some source (the rest of the run was done), else 0."""
+    if summary["interrupted"]:
+        return EXIT_INTERRUPTED
+    return EXIT_STAGE_FAILED if summary.get("errors") else EXIT_OK
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -169,16 +180,38 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from .config import load_config
+    from .user_stages import stage_object
 
     config = load_config(args.pipeline, args.set, args.source, args.output)
-    if config.events:
-        from .events import EventRules
+    for single in config.per_source():  # what the stages check before anything opens, as `run` does
+        if single.events:
+            from .events import EventRules
 
-        EventRules(config.events, frame_size=(1000, 1000))  # a bad zone or line is said here, not at the first frame
+            EventRules(single.events, frame_size=(1000, 1000))  # a bad zone or line is said here, not at a frame
+        if single.lifts_3d() and single.threed.calibration:
+            from .threed.calibration import camera_named
+
+            camera_named(single.threed.calibration, single.source.name or single.name)
+    for i, stage in enumerate(config.stages):
+        stage_object(stage, f"stages[{i}]")
     models = ", ".join(f"{k}={v.source}" for k, v in config.enabled_models().items())
     inputs = ", ".join(f"{c.source.name}={c.source.uri}" if c.source.name else c.source.uri
                        for c in config.per_source())  # fmt: skip
     print(f"{args.pipeline}: ok (source {inputs}; models {models}; detector {config.detector.type})")
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """The pipeline YAML's JSON Schema, for editors (`# yaml-language-server: $schema=...`) and other checkers."""
+    import json
+
+    from .schema import json_schema
+
+    text = json.dumps(json_schema(), indent=1) + "\n"
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
     return EXIT_OK
 
 
@@ -234,8 +267,6 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .config import Pose2SimOutput
-
     parser = argparse.ArgumentParser(
         prog="sapiens2-stream", description="Sapiens2 on video: files, RTSP cameras, webcams."
     )
@@ -272,11 +303,10 @@ def build_parser() -> argparse.ArgumentParser:
     p2s.add_argument("runs", nargs="+", metavar="RUN_DIR",
                      help="the output folder of each camera's run (the folder name is the camera's name)")  # fmt: skip
     p2s.add_argument("--output", required=True, metavar="PROJECT", help="the Pose2Sim project folder to write")
-    choices = typing.get_type_hints(Pose2SimOutput)  # the same choices and defaults as outputs.pose2sim
-    p2s.add_argument("--skeleton", choices=typing.get_args(choices["skeleton"]), default=Pose2SimOutput.skeleton,
+    p2s.add_argument("--skeleton", choices=P2S_SKELETONS, default=P2S_SKELETONS[0],
                      help="Pose2Sim's 2-D skeleton to write (default: %(default)s)")  # fmt: skip
     p2s.add_argument("--calibration", metavar="Calib.toml", help="Pose2Sim's calibration; cameras matched by name")
-    p2s.add_argument("--sync", choices=typing.get_args(choices["sync"]), default=Pose2SimOutput.sync,
+    p2s.add_argument("--sync", choices=P2S_SYNC, default=P2S_SYNC[0],
                      help="how to find the cameras' time offsets (default: %(default)s: the soundtracks when every "
                           "camera has a clear one, otherwise the people's motion; none: the recordings start "
                           "together)")  # fmt: skip
@@ -292,6 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("pipeline")
     add_run_options(validate)
     validate.set_defaults(func=cmd_validate)
+
+    schema = sub.add_parser("schema", help="print the pipeline YAML's JSON Schema (for editors and checkers)")
+    schema.add_argument("--output", metavar="FILE", help="write it to FILE instead")
+    schema.set_defaults(func=cmd_schema)
 
     demo = sub.add_parser("demo", help="the whole pipeline on a generated clip with tiny random checkpoints")
     demo.add_argument("--source", help="input instead of the generated clip")
@@ -314,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    say_warnings(args.debug)
     try:
         return args.func(args)
     except RuntimeFailure as e:
@@ -336,6 +371,23 @@ def main(argv: list[str] | None = None) -> int:
             f"sapiens2-stream: unexpected {type(e).__name__}: {e} (run with --debug for the traceback)", file=sys.stderr
         )
         return EXIT_RUNTIME
+
+
+def say_warnings(debug: bool) -> None:
+    """What the run says as it goes (a stage that failed for a source): one line each on stderr, prefixed like the
+    errors; with --debug also the tracebacks."""
+    log = logging.getLogger("sapiens2_stream")
+    if not any(isinstance(h, StderrLines) for h in log.handlers):
+        log.addHandler(StderrLines())
+        log.propagate = False
+    log.setLevel(logging.DEBUG if debug else logging.INFO)
+
+
+class StderrLines(logging.Handler):
+    """Each message as a line on the current stderr (the progress bar's stream)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"sapiens2-stream: {record.getMessage()}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,34 +1,136 @@
 """The pipeline YAML: schema, loading, overrides and error messages that name the key and the fix.
 
-The schema is the dataclasses below; `from_dict` checks a parsed YAML mapping against them generically
-(unknown keys with a did-you-mean, wrong types, values outside their choices, missing required fields).
-YAML is read with the safe loader only.
+The schema is the dataclasses below (pydantic dataclasses: types, bounds, `extra="forbid"`); `from_dict` validates
+a parsed YAML mapping against them with pydantic, strictly as JSON Schema reads it (no string taken for a number),
+and says the first problem in one line: the dotted key, what was expected, a did-you-mean for unknown keys. The
+same models give the JSON Schema (`sapiens2-stream schema`, `sapiens2_stream.schema`) and the docs' YAML
+reference. YAML is read with the safe loader only; `${VAR}`-free: what the file says is what runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import json
 import re
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+import pydantic
 import yaml
+from pydantic import BeforeValidator, ConfigDict, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from .errors import Sapiens2StreamError
 from .models.tasks import pipeline_tasks
 
-DEFAULT_FPS = 30.0  # the frame rate assumed where a source does not say (image folders, streams without a rate)
+DEFAULT_FPS = 30.0  # the frame rate assumed where a source does not say (image folders, streams without a rate,
+# the Python API's pictures)
+
+SCHEMA = ConfigDict(extra="forbid", defer_build=True)  # every section: unknown keys refused, built on first use
+
+
+def dataclass(cls=None, **options):
+    """A section of the schema: a pydantic dataclass with unknown keys refused (still a dataclass: `replace`,
+    `fields` and `vars` work as on any)."""
+    if cls is None:
+        return lambda c: pydantic_dataclass(c, config=SCHEMA, **options)
+    return pydantic_dataclass(cls, config=SCHEMA, **options)
+
+
+def on_off(value: Any) -> Any:
+    """YAML 1.1 reads a bare on/off as a boolean; a switch takes it as "on" / "off"."""
+    return ("on" if value else "off") if isinstance(value, bool) else value
+
+
+def as_bool(value: Any) -> Any:
+    """A true/false switch also takes "on" / "off" (what the other switches say)."""
+    return {"on": True, "off": False}.get(value, value) if isinstance(value, str) else value
+
+
+AtLeast0 = Annotated[float, Field(ge=0)]
+Above0 = Annotated[float, Field(gt=0)]
+Share = Annotated[float, Field(ge=0, le=1)]
+Count = Annotated[int, Field(ge=1)]
+Port = Annotated[int, Field(ge=0, le=65535)]
+Switch = Annotated[bool, BeforeValidator(as_bool)]
+
+Points = list[Annotated[list[float], Field(min_length=2, max_length=2)]]
+
+
+@dataclass
+class ZoneConfig:
+    """A zone (`events.zones.NAME`): who enters, leaves, stays and how many are inside."""
+
+    polygon: Points | None = None  # [x, y] corners: pixels, or 0-1 of the frame when every value is within [0, 1]
+    floor_m: Points | None = None  # instead of polygon: [X, Y] corners in metres on the floor (the 3-D stage's
+    # world frame): a person is where their feet stand
+    anchor: str = "feet"  # where a person is: feet, hips, box_bottom, center or a keypoint's name
+    loitering_s: AtLeast0 | None = None  # a `loitering` event once per visit longer than this
+    max_people: Annotated[int, Field(ge=0)] | None = None  # `crowded` when more are inside, `cleared` after
+    min_s: AtLeast0 = 0.3  # the hysteresis: inside (or outside) this long before it counts
+
+
+@dataclass
+class LineConfig:
+    """A line (`events.lines.NAME`): crossings in both directions."""
+
+    points: Points | None = None  # [[x, y], [x, y]]: start and end (pixels or 0-1 of the frame)
+    anchor: str = "feet"  # where a person is (as for zones)
+    in_name: str = Field("in", alias="in")  # what a crossing from the right of start->end to its left is called
+    out_name: str = Field("out", alias="out")  # and the other way
+    min_s: AtLeast0 = 0.2  # on the other side this long before it counts
+    margin_px: AtLeast0 = 4.0  # a dead band either side of the line (pixels): standing on it counts nothing
+
+
+@dataclass
+class PosesConfig:
+    """Poses (`events.poses`): falls and hands up, from the smoothed keypoints."""
+
+    fall: Switch = False  # a `fall`: the trunk from upright to lying, the hips dropping, within fall_s
+    hands_up: Switch = False  # `hands_up`: both wrists above the nose for hands_s
+    fall_s: Above0 = 1.2  # how fast the trunk goes down in a fall
+    down_s: AtLeast0 = 0.6  # how long it stays down before the fall is said
+    hands_s: AtLeast0 = 0.5  # how long the hands stay up before it is said
+
+    def any(self) -> bool:
+        return self.fall or self.hands_up
+
+
+@dataclass
+class EventsConfig:
+    """Zones, lines and poses (`events:`): events.jsonl, MQTT TOPIC/events, webhooks (the site's page "Events")."""
+
+    zones: dict[str, ZoneConfig] = field(default_factory=dict)  # by name
+    lines: dict[str, LineConfig] = field(default_factory=dict)  # by name
+    poses: PosesConfig = field(default_factory=PosesConfig)
+
+    def __bool__(self) -> bool:
+        """Whether any rule is given (the events stage runs only then)."""
+        return bool(self.zones or self.lines or self.poses.any())
+
+
+@dataclass
+class StageConfig:
+    """One of your own stages (`stages:`): a class with open(source) -> state, __call__(state, result), close(state)
+    (see the site's page "Your own stages")."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]  # the stage's name (times, errors)
+    use: str  # module:Class (importable) or path/to/file.py:Class
+    after: str = "events"  # the stage it follows: infer, temporal, smooth, threed, events, write or one of yours
+    options: dict[str, Any] = field(default_factory=dict)  # given to the class: Class(**options), or Class(options)
+    # checked against its `Options` dataclass / model when it has one
 
 
 @dataclass
 class ReconnectConfig:
-    initial_s: float = 0.5  # first wait after a drop
-    max_s: float = 10.0  # waits double up to this
-    give_up_s: float | None = None  # stop after this long without frames (None: never)
+    initial_s: Above0 = 0.5  # first wait after a drop
+    max_s: Above0 = 10.0  # waits double up to this
+    give_up_s: Above0 | None = None  # stop after this long without frames (None: never)
 
 
 @dataclass
@@ -37,16 +139,16 @@ class SourceConfig:
     name: str = ""  # several sources: names the output folder OUTPUT/<name>/ (letters, digits, - and _)
     kind: Literal["auto", "file", "stream", "webcam", "images", "lavfi", "frames"] = "auto"  # auto: from the uri
     # (frames: python:<n>, the Python API's own frames)
-    width: int | None = None  # webcam capture size
-    height: int | None = None  # webcam capture size
-    fps: float | None = None  # webcam capture rate; the timestamp rate of image folders (default 30)
-    timeout_s: float = 5.0  # open and read timeout for streams
+    width: Count | None = None  # webcam capture size
+    height: Count | None = None  # webcam capture size
+    fps: Above0 | None = None  # webcam capture rate; the timestamp rate of image folders (default 30)
+    timeout_s: Above0 = 5.0  # open and read timeout for streams
     transport: Literal["tcp", "udp"] = "tcp"  # rtsp:// streams: TCP (reliable) or UDP (lower latency, may lose)
     reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
-    max_frames: int | None = None  # stop after this many frames
-    start_frame: int = 0  # files: skip frames before this index (--resume); live: the first frame's index (a
-    # camera continued on another fleet worker keeps its numbering)
-    events: dict[str, Any] | None = None  # this camera's own zones, lines and poses (replacing the pipeline's
+    max_frames: Count | None = None  # stop after this many frames
+    start_frame: Annotated[int, Field(ge=0)] = 0  # files: skip frames before this index (--resume); live: the first
+    # frame's index (a camera continued on another fleet worker keeps its numbering)
+    events: EventsConfig | None = None  # this camera's own zones, lines and poses (replacing the pipeline's
     # `events:` for it; each camera has its own picture)
 
 
@@ -54,38 +156,43 @@ class SourceConfig:
 class DetectorConfig:
     type: Literal["yolo", "fixed", "full_frame"] = "yolo"  # fixed: the boxes below; full_frame: one box, the frame
     weights: str = "yolo11n.pt"  # a local .pt or a model .yaml (random init) for ultralytics
-    conf: float = 0.3  # the detector's minimum confidence for a person
-    iou: float = 0.5  # non-maximum suppression overlap
-    min_size: float = 8.0  # drop boxes whose shorter side is under this many pixels
-    max_people: int = 20  # the most confident boxes kept per frame
-    every: int | Literal["auto"] = 1  # detect every N frames, the tracker carrying boxes in between; auto: every
+    conf: Share = 0.3  # the detector's minimum confidence for a person
+    iou: Share = 0.5  # non-maximum suppression overlap
+    min_size: AtLeast0 = 8.0  # drop boxes whose shorter side is under this many pixels
+    max_people: Count = 20  # the most confident boxes kept per frame
+    every: Count | Literal["auto"] = 1  # detect every N frames, the tracker carrying boxes in between; auto: every
     # frame while the machine keeps up with a live source, every 3rd while it falls behind
-    imgsz: int = 640  # the detector's input size (pixels, longer side)
-    boxes: list[list[float]] = field(default_factory=list)  # fixed: COCO xywh boxes
+    imgsz: Annotated[int, Field(ge=32)] = 640  # the detector's input size (pixels, longer side)
+    boxes: list[Annotated[list[float], Field(min_length=4, max_length=4)]] = field(default_factory=list)  # fixed:
+    # COCO xywh boxes
 
 
 @dataclass
 class TrackerConfig:
-    iou: float = 0.3  # minimum IoU to match a detection to a track
-    high_score: float = 0.5  # detections above this are matched first (ByteTrack)
-    max_lost_s: float = 1.0  # keep unmatched tracks this long (short occlusions)
-    min_hits: int = 1  # report a track after this many matches
+    iou: Share = 0.3  # minimum IoU to match a detection to a track
+    high_score: Share = 0.5  # detections above this are matched first (ByteTrack)
+    max_lost_s: AtLeast0 = 1.0  # keep unmatched tracks this long (short occlusions)
+    min_hits: Count = 1  # report a track after this many matches
 
 
 @dataclass
-class ModelConfig:
+class ModelSection:
+    """One task's model (`models.<task>`)."""
+
     source: str = ""  # hub id, folder or .safetensors file
-    flip: Literal["on", "off", "auto"] = "auto"  # flip TTA; auto turns it off when a live source falls behind
-    max_batch: int = 8  # crops (pose) or frames (dense tasks) per forward
-    input_size: list[int] = field(default_factory=lambda: [1024, 768])  # model input (height, width), multiples of 16
+    flip: Annotated[Literal["on", "off", "auto"], BeforeValidator(on_off)] = "auto"  # flip TTA; auto turns it off
+    # when a live source falls behind
+    max_batch: Count = 8  # crops (pose) or frames (dense tasks) per forward
+    input_size: Annotated[list[Annotated[int, Field(ge=16)]], Field(min_length=2, max_length=2)] = field(
+        default_factory=lambda: [1024, 768])  # model input (height, width), multiples of 16
 
 
 # models: one optional section per task of the table (models/tasks.py), in its order
-ModelsConfig = dataclasses.make_dataclass(
-    "ModelsConfig", [(spec.name, ModelConfig | None, None) for spec in pipeline_tasks()],
+ModelsConfig = dataclass(dataclasses.make_dataclass(
+    "ModelsConfig", [(spec.name, ModelSection | None, None) for spec in pipeline_tasks()],
     namespace={"__module__": __name__,
                "__doc__": "One section per task of the table (models/tasks.py); a task without one does not run."},
-)  # fmt: skip
+))  # fmt: skip
 
 
 @dataclass
@@ -95,39 +202,42 @@ class SmoothingConfig:
     method: Literal["none", "kalman", "adaptive", "rts", "one_euro"] = "adaptive"  # see the README's "Tracks and
     # smoothing": adaptive (IMM of a steady and a turning filter) is the default everywhere
     params: dict[str, float] = field(default_factory=dict)  # the method's parameters (see the smoothing docs)
-    min_score: float = 0.3  # keypoints below this predict only
+    min_score: AtLeast0 = 0.3  # keypoints below this predict only
 
 
-Mode = Literal["auto", "on", "off"]
+Mode = Annotated[Literal["auto", "on", "off"], BeforeValidator(on_off)]
 
 
 @dataclass
 class TemporalParameters:
     """What every output's temporal filter shares."""
 
-    new_weight: float = 0.4  # the new frame's share where the history is trusted (1: no smoothing)
-    tau: float = 0.02  # picture difference (0-1 grey) at which the history's trust falls to 1/e
-    margin: float = 0.1  # part labels: the probability lead a new class needs to take a pixel from the old one
-    flow_width: int = 320  # the optical flow's picture width (pixels)
-    width: int = 640  # matte, normals, depth wider than this are filtered at this width, the change enlarged
-    seg_width: int = 256  # part labels are steadied on class probabilities this wide (the cost grows with its square)
+    new_weight: Annotated[float, Field(gt=0, le=1)] = 0.4  # the new frame's share where the history is trusted (1: no
+    # smoothing)
+    tau: Above0 = 0.02  # picture difference (0-1 grey) at which the history's trust falls to 1/e
+    margin: AtLeast0 = 0.1  # part labels: the probability lead a new class needs to take a pixel from the old one
+    flow_width: Annotated[int, Field(ge=32)] = 320  # the optical flow's picture width (pixels)
+    width: Annotated[int, Field(ge=32)] = 640  # matte, normals, depth wider than this are filtered at this width, the
+    # change enlarged
+    seg_width: Annotated[int, Field(ge=16)] = 256  # part labels are steadied on class probabilities this wide (the
+    # cost grows with its square)
 
 
 # temporal: a switch per filtered output of the table's tasks (models/tasks.py), then the shared parameters
-TemporalConfig = dataclasses.make_dataclass(
+TemporalConfig = dataclass(dataclasses.make_dataclass(
     "TemporalConfig", [(spec.temporal.key, Mode, "auto") for spec in pipeline_tasks() if spec.temporal],
     bases=(TemporalParameters,),
     namespace={"__module__": __name__, "__doc__": """The temporal filter (the README's "Steady video"): per output
     `auto` (on for live sources and videos, off for photo folders), `on` or `off`; the parameters are shared by all
     of them."""},
-)  # fmt: skip
+))  # fmt: skip
 
 
 @dataclass
 class MetricsConfig:
     """Prometheus metrics at /metrics and a health check at /healthz."""
 
-    port: int | None = None  # None: no metrics server
+    port: Port | None = None  # None: no metrics server
     host: str = "127.0.0.1"  # only this machine, unless you say otherwise
 
 
@@ -135,7 +245,7 @@ class MetricsConfig:
 class ConsoleConfig:
     """The web console: live views, status, sources added and removed while running (see the README)."""
 
-    port: int | None = None  # None: no console (--console PORT)
+    port: Port | None = None  # None: no console (--console PORT)
     host: str = "127.0.0.1"  # only this machine; any other host needs token_env
     token_env: str | None = None  # the environment variable that holds the token every request must bring
 
@@ -144,12 +254,12 @@ class ConsoleConfig:
 class RuntimeConfig:
     device: str = "auto"  # auto, cpu, cuda, cuda:1
     dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA and on CPUs with native bf16
-    max_wait_ms: float = 20.0  # how long the batcher waits to fill a batch
-    max_frames_per_batch: int = 4  # frames per micro-batch (files; live sources take fewer to stay fresh)
-    queue_size: int = 8  # frames waiting per source for the models
+    max_wait_ms: AtLeast0 = 20.0  # how long the batcher waits to fill a batch
+    max_frames_per_batch: Count = 4  # frames per micro-batch (files; live sources take fewer to stay fresh)
+    queue_size: Count = 8  # frames waiting per source for the models
     policy: Literal["auto", "block", "latest", "drop_oldest"] = "auto"  # auto: block for files, latest for live
-    max_frame_age_s: float = 1.0  # live, unless policy is block: older frames are dropped (before each stage)
-    threads: int | None = None  # torch CPU threads
+    max_frame_age_s: Above0 = 1.0  # live, unless policy is block: older frames are dropped (before each stage)
+    threads: Count | None = None  # torch CPU threads
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile with batches padded to buckets; auto: CUDA only
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
@@ -157,34 +267,36 @@ class RuntimeConfig:
 
 @dataclass
 class VideoOutput:
-    enabled: bool = True  # the annotated video
+    enabled: Switch = True  # the annotated video
     name: str = "annotated.mp4"  # its file name in the output folder
     draw: list[Literal["pose", "seg", "boxes", "matting"]] = field(default_factory=lambda: ["pose", "boxes"])  # layers
-    keypoint_threshold: float = 0.3  # keypoints scoring below this are not drawn
-    view_3d: bool = False  # with threed: the people's 3-D skeletons from above and from the side, bottom right
-    crf: int = 23  # x264 quality (lower: better, larger)
+    keypoint_threshold: AtLeast0 = 0.3  # keypoints scoring below this are not drawn
+    view_3d: Switch = False  # with threed: the people's 3-D skeletons from above and from the side, bottom right
+    crf: Annotated[int, Field(ge=0, le=51)] = 23  # x264 quality (lower: better, larger)
     preset: str = "veryfast"  # x264 speed preset
-    copy_audio: bool = True  # the source's soundtrack copied into the video at the end
+    copy_audio: Switch = True  # the source's soundtrack copied into the video at the end
 
 
 @dataclass
 class JsonlOutput:
-    enabled: bool = True  # one JSON line per frame: people, boxes, keypoints, flags
+    enabled: Switch = True  # one JSON line per frame: people, boxes, keypoints, flags
     name: str = "results.jsonl"  # its file name in the output folder
 
 
 @dataclass
 class TracksOutput:
-    enabled: bool = False  # per-track files in tracks/, smoothed over the whole track
+    enabled: Switch = False  # per-track files in tracks/, smoothed over the whole track
     formats: list[Literal["npz", "parquet", "trc"]] = field(default_factory=lambda: ["npz"])  # any of them
 
 
 @dataclass
-class MattingOutput:
-    composite: bool = True  # the people over the background, as a video
+class MattingVideos:
+    """What the matting model gives, when it runs: the composite and the matte as videos."""
+
+    composite: Switch = True  # the people over the background, as a video
     background: Any = (0, 177, 64)  # [r, g, b], an image path, or "blur"
     composite_name: str = "composite.mp4"  # (file names in the output folder)
-    alpha: bool = False  # the matte itself, as a grey video
+    alpha: Switch = False  # the matte itself, as a grey video
     alpha_name: str = "alpha.mp4"  # (file names in the output folder)
 
 
@@ -192,11 +304,11 @@ class MattingOutput:
 class GeometryOutput:
     """What normal and pointmap models give, when they run: videos to watch, and the maps themselves on request."""
 
-    normals_video: bool = True  # normals as colours, (n + 1) / 2
+    normals_video: Switch = True  # normals as colours, (n + 1) / 2
     normals_name: str = "normals.mp4"  # (file names in the output folder)
-    depth_video: bool = True  # the pointmap's depth (z) as a colour map, near warm, far cool
+    depth_video: Switch = True  # the pointmap's depth (z) as a colour map, near warm, far cool
     depth_name: str = "depth.mp4"  # (file names in the output folder)
-    maps: bool = False  # maps/frame_NNNNNN.npz: float16 normals and pointmap [H, W, 3] per frame, for 3-D tools
+    maps: Switch = False  # maps/frame_NNNNNN.npz: float16 normals and pointmap [H, W, 3] per frame, for 3-D tools
 
 
 @dataclass
@@ -205,8 +317,8 @@ class StreamOutput:
 
     url: str = ""  # rtmp://host/app/{source} or rtsp://host/path/{source}; empty: no re-stream
     transport: Literal["tcp", "udp"] = "tcp"  # rtsp:// only
-    bitrate_kbps: int = 2500  # the re-stream's video bitrate
-    queue: int = 30  # frames waiting for the server; more are dropped (counted), never waited for
+    bitrate_kbps: Count = 2500  # the re-stream's video bitrate
+    queue: Count = 30  # frames waiting for the server; more are dropped (counted), never waited for
     reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
 
 
@@ -215,14 +327,14 @@ class MqttOutput:
     """Results and events as MQTT messages (paho-mqtt)."""
 
     host: str = ""  # empty: no MQTT
-    port: int = 1883  # the broker's port
+    port: Annotated[int, Field(ge=1, le=65535)] = 1883  # the broker's port
     topic: str = "sapiens2/{source}"  # messages go to TOPIC/frames and TOPIC/events
     status_topic: str = "sapiens2/status"  # retained online / offline (the last will)
     qos: Literal[0, 1, 2] = 1  # MQTT delivery guarantee
     keypoints: Literal["coco17", "all", "none"] = "coco17"  # all: the 308 keypoints
     username: str | None = None  # the broker's user, if it asks for one
     password_env: str | None = None  # the name of the environment variable that holds the password
-    queue: int = 1000  # messages waiting for the broker; more are dropped (counted), never waited for
+    queue: Count = 1000  # messages waiting for the broker; more are dropped (counted), never waited for
     client_id: str = ""  # empty: sapiens2-stream-<pid>
 
 
@@ -231,53 +343,54 @@ class WebhooksOutput:
     """Every event (the `events:` section) as an HTTP POST of its JSON, from a queue that never slows the run."""
 
     urls: list[str] = field(default_factory=list)  # where to POST; empty: no webhooks
-    queue: int = 1000  # events waiting per URL while a receiver is down; more drop the oldest (counted)
-    timeout_s: float = 5.0  # one POST's time limit
-    max_backoff_s: float = 10.0  # the longest wait between two tries of a failing URL
-    drain_s: float = 5.0  # at the end of a run, how long to keep delivering what is still queued
+    queue: Count = 1000  # events waiting per URL while a receiver is down; more drop the oldest (counted)
+    timeout_s: Above0 = 5.0  # one POST's time limit
+    max_backoff_s: Above0 = 10.0  # the longest wait between two tries of a failing URL
+    drain_s: AtLeast0 = 5.0  # at the end of a run, how long to keep delivering what is still queued
 
 
 @dataclass
 class Pose2SimOutput:
     """With several file sources: write a Pose2Sim project of the take to OUTPUT/pose2sim/ when the run ends."""
 
-    enabled: bool = False  # write the project when the run ends
+    enabled: Switch = False  # write the project when the run ends
     skeleton: Literal["HALPE_26", "COCO_133_WRIST", "COCO_133"] = "HALPE_26"  # Pose2Sim's 2-D skeleton
     calibration: str | None = None  # Calib.toml, cameras named like the sources
     sync: Literal["auto", "motion", "audio", "none"] = "auto"  # auto: the soundtracks when every camera has a clear
     # one, otherwise the people's motion; none: the recordings start together
-    fps: float | None = None  # the project's frame rate (default: the first source's)
+    fps: Above0 | None = None  # the project's frame rate (default: the first source's)
 
 
 @dataclass
 class RetentionConfig:
     """What happens to closed segments (outputs.segment_s): the oldest are deleted while either limit is passed."""
 
-    max_age_h: float | None = None  # closed segments older than this many hours
-    max_gb: float | None = None  # all closed segments of a source together
+    max_age_h: Above0 | None = None  # closed segments older than this many hours
+    max_gb: Above0 | None = None  # all closed segments of a source together
 
 
 @dataclass
 class VirtualCameraOutput:
     """The composite (matte over its background, else the annotated picture) as a webcam for video calls."""
 
-    enabled: bool = False  # needs pyvirtualcam (the virtualcam extra) and a virtual camera device
+    enabled: Switch = False  # needs pyvirtualcam (the virtualcam extra) and a virtual camera device
     device: str = "auto"  # auto: the first virtual camera (/dev/videoN of v4l2loopback, OBS Virtual Camera)
-    fps: float | Literal["auto"] = "auto"  # auto: the source's rate
+    fps: Above0 | Literal["auto"] = "auto"  # auto: the source's rate
     backend: str = "auto"  # a pyvirtualcam backend: v4l2loopback, obs, unitycapture (auto: the first that works)
 
 
 @dataclass
 class OutputsConfig:
     dir: str = "out"  # the output folder (--output); several sources: a folder each inside it
-    segment_s: float | None = None  # roll the files into time-stamped folders of this many seconds (long live runs)
+    segment_s: Annotated[float, Field(ge=1)] | None = None  # roll the files into time-stamped folders of this many
+    # seconds (long live runs)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     video: VideoOutput = field(default_factory=VideoOutput)
     jsonl: JsonlOutput = field(default_factory=JsonlOutput)
     tracks: TracksOutput = field(default_factory=TracksOutput)
-    matting: MattingOutput = field(default_factory=MattingOutput)
+    matting: MattingVideos = field(default_factory=MattingVideos)
     geometry: GeometryOutput = field(default_factory=GeometryOutput)
-    display: bool = False  # a window with the newest result (q or closing it ends the run)
+    display: Switch = False  # a window with the newest result (q or closing it ends the run)
     virtual_camera: VirtualCameraOutput = field(default_factory=VirtualCameraOutput)
     stream: StreamOutput = field(default_factory=StreamOutput)
     mqtt: MqttOutput = field(default_factory=MqttOutput)
@@ -290,14 +403,14 @@ class ThreeDConfig:
     """People in metres from one camera, when pose and pointmap both run: `keypoints_3d` in the JSONL records, the
     floor and world frame in world.json, and per-track motion-capture files in tracks_3d/."""
 
-    enabled: bool | Literal["auto"] = "auto"  # auto: whenever models.pose and models.pointmap both run
+    enabled: Switch | Literal["auto"] = "auto"  # auto: whenever models.pose and models.pointmap both run
     calibration: str | None = None  # a Pose2Sim Calib.toml with a camera named like the source (its name in
     # sources:, else the pipeline's name): its intrinsics (keypoints undistorted) and its world frame; without one,
     # the intrinsics come from the pointmap and the world frame from the floor under people's feet
     formats: list[Literal["trc", "c3d", "bvh"]] = field(default_factory=lambda: ["trc", "c3d", "bvh"])  # per track
     cameras: list[str] | None = None  # several cameras: the sources triangulated together into OUTPUT/3d/ (default:
     # every source the calibration names; two or more make a live motion-capture group)
-    max_skew_s: float | Literal["auto"] = "auto"  # the longest a moment waits for a camera; auto: half a frame
+    max_skew_s: Above0 | Literal["auto"] = "auto"  # the longest a moment waits for a camera; auto: half a frame
     sync: Literal["auto", "audio", "none"] = "auto"  # a group's file cameras (live ones go by capture time): their
     # time offsets from their soundtracks (a clap); auto: when every one has a clear one, else none (they started
     # together)
@@ -312,13 +425,15 @@ class ThreeDConfig:
 class FleetConfig:
     """`run --ray`: the cameras of `sources:` spread over Ray workers (see the README's fleet section)."""
 
-    workers: int | Literal["auto"] = "auto"  # auto: one per GPU of the cluster; without GPUs one per cpus_per_worker
-    cpus_per_worker: int = 4  # CPU-only clusters: CPUs per worker (as `batch` does)
-    headroom: float = 0.2  # spare share of each worker kept free, so a lost worker's cameras fit elsewhere
+    workers: Count | Literal["auto"] = "auto"  # auto: one per GPU of the cluster; without GPUs one per
+    # cpus_per_worker
+    cpus_per_worker: Count = 4  # CPU-only clusters: CPUs per worker (as `batch` does)
+    headroom: Annotated[float, Field(ge=0, lt=1)] = 0.2  # spare share of each worker kept free, so a lost worker's
+    # cameras fit elsewhere
     pins: dict[str, str] = field(default_factory=dict)  # camera -> Ray node id (hex): tried first, not required
-    detect_s: float = 5.0  # how fast a lost node is noticed (Ray's health checks for --ray local; call timeouts)
-    camera_fps: float = 25.0  # a camera's frames/s when neither source.fps nor its stream says
-    max_result_age_s: float = 10.0  # /healthz: a camera without a result for longer than this is unhealthy
+    detect_s: Above0 = 5.0  # how fast a lost node is noticed (Ray's health checks for --ray local; call timeouts)
+    camera_fps: Above0 = 25.0  # a camera's frames/s when neither source.fps nor its stream says
+    max_result_age_s: Above0 = 10.0  # /healthz: a camera without a result for longer than this is unhealthy
 
 
 @dataclass
@@ -333,13 +448,14 @@ class PipelineConfig:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
     threed: ThreeDConfig = field(default_factory=ThreeDConfig)
-    events: dict[str, Any] = field(default_factory=dict)  # zones, lines and poses: events.jsonl, MQTT TOPIC/events;
-    # see the site's page "Events" (`zones: {NAME: {polygon, anchor, loitering_s, max_people, min_s}}`, `lines: {NAME:
-    # {points, anchor, in, out}}`, `poses: {fall: on, hands_up: on}`)
+    events: EventsConfig = field(default_factory=lambda: EventsConfig())  # zones, lines and poses: events.jsonl,
+    # MQTT TOPIC/events; see the site's page "Events"
+    stages: list[StageConfig] = field(default_factory=list)  # your own stages, run for every source in frame order
+    # (see the site's page "Your own stages")
     fleet: FleetConfig = field(default_factory=FleetConfig)
     name: str = "pipeline"  # names a single source in the summary, Prometheus and MQTT
 
-    def enabled_models(self) -> dict[str, ModelConfig]:
+    def enabled_models(self) -> dict[str, ModelSection]:
         return {k: v for k, v in vars(self.models).items() if v is not None}
 
     def lifts_3d(self) -> bool:
@@ -368,90 +484,134 @@ class PipelineConfig:
         return dataclasses.replace(self, source=src, sources=None, outputs=outputs, events=events)
 
 
+@dataclass
+class ApiOptions:
+    """The Python API's keyword options (`sapiens2_stream.stream(source, **options)`, `Sapiens2(...)`): the settings
+    people change most, each a shortcut to YAML keys."""
+
+    tasks: list[str] | None = None  # the tasks to run (default: the pipeline's models, else pose)
+    size: str = "0.4b"  # the released size of their models (hub ids)
+    pipeline: str | None = None  # a pipeline YAML to start from
+    models: dict[str, str] = field(default_factory=dict)  # task -> hub id, folder or file (models.<task>.source)
+    device: str | None = None  # runtime.device
+    detector: str | dict[str, Any] | None = None  # detector.type, or the whole detector section
+    flip: Mode | None = None  # models.<task>.flip for every task
+    smoothing: Literal["none", "kalman", "adaptive", "rts", "one_euro"] | None = None  # smoothing.method
+    temporal: Switch | dict[str, Any] | None = None  # true: every output of the tasks that run steadied; false: none;
+    # or the whole temporal section
+    threed: Switch | Literal["auto"] | dict[str, Any] | None = None  # threed.enabled, or the whole threed section
+    set: dict[str, Any] = field(default_factory=dict)  # any other YAML key: {"dotted.key": value}
+
+
 # ---------------------------------------------------------------------------------------------- validation
+
+BOUNDS = {"greater_than_equal": "at least {ge}", "greater_than": "above {gt}", "less_than_equal": "at most {le}",
+          "less_than": "below {lt}", "too_short": "{min_length} long at least", "too_long": "{max_length} long at most",
+          "string_pattern_mismatch": "a name of letters, digits, - and _"}  # fmt: skip
 
 
 def _type_name(tp: Any) -> str:
+    """What a type reads as in an error line and in the docs."""
     origin = typing.get_origin(tp)
+    if origin is Annotated:
+        return _type_name(typing.get_args(tp)[0])
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in typing.get_args(tp))
     if origin is list:
         return f"a list of {_type_name(typing.get_args(tp)[0])}"
-    if origin is dict:
-        return "a mapping"
-    if dataclasses.is_dataclass(tp):
+    if origin is dict or dataclasses.is_dataclass(tp):
         return "a mapping"
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}.get(
         tp, str(tp)
     )
 
 
-def _convert(value: Any, tp: Any, path: str) -> Any:
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(tp) if a is not type(None)]
-        if value is None and len(options) < len(typing.get_args(tp)):
-            return None
-        if len(options) == 1:
-            return _convert(value, options[0], path)
-        for option in options:
-            try:
-                return _convert(value, option, path)
-            except Sapiens2StreamError:
-                continue
-        raise Sapiens2StreamError(f"{path} must be {_type_name(tp)}, got {value!r}")
-    if tp is type(None):
-        if value is None:
-            return None
-    elif origin is Literal:
-        choices = typing.get_args(tp)
-        if isinstance(value, bool) and {"on", "off"} <= set(choices):
-            return "on" if value else "off"  # YAML 1.1 reads a bare on/off as a boolean
-        if value in choices and not isinstance(value, bool):
-            return value
-    elif dataclasses.is_dataclass(tp):
-        if isinstance(value, dict):
-            return from_dict(tp, value, path)
-    elif origin is list:
-        if isinstance(value, (list, tuple)):
-            (item,) = typing.get_args(tp)
-            return [_convert(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
-    elif origin is dict:
-        if isinstance(value, dict):
-            _, item = typing.get_args(tp)
-            return {str(k): _convert(v, item, f"{path}.{k}") for k, v in value.items()}
-    elif tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    raise Sapiens2StreamError(f"{path} must be {_type_name(tp)}, got {value!r}")
+@functools.cache
+def _adapter(cls: type) -> pydantic.TypeAdapter:
+    return pydantic.TypeAdapter(cls)
 
 
 def from_dict(cls: type, data: dict, path: str = "") -> Any:
-    """Build dataclass `cls` from a mapping, naming the exact key and the fix for anything wrong."""
+    """Build the section `cls` from a mapping (validated strictly, as the JSON Schema reads it), naming the exact
+    key and the fix for the first thing wrong; `path` prefixes the keys in messages."""
+    try:
+        return _adapter(cls).validate_json(json.dumps(data, default=str), strict=True)
+    except pydantic.ValidationError as e:
+        raise Sapiens2StreamError(explain(cls, e.errors(), path)) from None
+
+
+def _fields(cls: type) -> dict[str, tuple[str, Any]]:
+    """A section's keys as the YAML spells them (aliases) -> (field name, type without bounds)."""
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs = {}
-    for key, value in data.items():
-        where = f"{path}.{key}" if path else str(key)
-        if key not in fields:
-            close = difflib.get_close_matches(str(key), list(fields), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(fields)})"
-            raise Sapiens2StreamError(f"unknown key '{where}'{hint}")
-        kwargs[key] = _convert(value, hints[key], where)
-    return cls(**kwargs)
+    infos = getattr(cls, "__pydantic_fields__", None) or getattr(cls, "model_fields", {})
+    keys = {}
+    for name, tp in hints.items():
+        info = infos.get(name)
+        if info is None and not dataclasses.is_dataclass(cls):
+            continue
+        keys[(info.alias if info is not None and info.alias else name)] = (name, tp)
+    return keys
+
+
+def _walk(cls: type, loc: tuple) -> tuple[list, Any, type | None]:
+    """Follow an error's location through the schema: the part of it that names keys and list items, the type
+    there and the section holding it (the rest of a location names the members of a union)."""
+    known, tp, parent = [], cls, None
+    for part in loc:
+        bare = typing.get_args(tp)[0] if typing.get_origin(tp) is Annotated else tp
+        options = [a for a in typing.get_args(bare) if a is not type(None)]
+        if typing.get_origin(bare) in (typing.Union, types.UnionType) and len(options) == 1:
+            bare = options[0]  # X | None
+        origin = typing.get_origin(bare)
+        if isinstance(bare, type) and (dataclasses.is_dataclass(bare) or hasattr(bare, "model_fields")):
+            keys = _fields(bare)
+            if part not in keys:
+                return known, tp, bare
+            known.append(part)
+            tp, parent = keys[part][1], bare
+        elif origin is list and isinstance(part, int):
+            known.append(part)
+            tp = typing.get_args(bare)[0]
+        elif origin is dict:
+            known.append(part)
+            tp = typing.get_args(bare)[1]
+        else:
+            break
+    return known, tp, parent
+
+
+def _dotted(prefix: str, parts: list) -> str:
+    out = prefix
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def explain(cls: type, errors: list[dict], prefix: str = "") -> str:
+    """pydantic's errors as the one line a user reads: the first wrong key, what it must be, what it was."""
+    first = errors[0]
+    known, tp, parent = _walk(cls, first["loc"])
+    key = _dotted(prefix, known)
+    if first["type"] in ("unexpected_keyword_argument", "extra_forbidden") and parent is not None:
+        name = str(first["loc"][len(known)])
+        keys = list(_fields(parent))
+        close = difflib.get_close_matches(name, keys, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(keys)})"
+        return f"unknown key '{_dotted(prefix, [*known, name])}'{hint}"
+    if first["type"] in ("missing", "missing_argument"):
+        return f"{_dotted(prefix, [*known, first['loc'][-1]]) if parent is None else key} is missing"
+    if not known:
+        return f"{prefix or 'the configuration'} must be a mapping of sections, got {first.get('input')!r}"
+    here = [e for e in errors if _walk(cls, e["loc"])[0] == known]
+    bound = next((e for e in here if e["type"] in BOUNDS), None)
+    if bound is not None:
+        alternatives = [a for a in typing.get_args(tp) if typing.get_origin(a) is Literal]
+        also = "".join(f" (or {', '.join(map(str, typing.get_args(a)))})" for a in alternatives)
+        ctx = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in bound.get("ctx", {}).items()}
+        return f"{key} must be {BOUNDS[bound['type']].format(**ctx)}{also}, got {bound['input']!r}"
+    return f"{key} must be {_type_name(tp)}, got {first.get('input')!r}"
 
 
 def parse_yaml(text: str, origin: str) -> dict:
@@ -595,41 +755,22 @@ def check_config(config: PipelineConfig, origin: str) -> None:
     for name, model in config.enabled_models().items():
         if not model.source:
             fail(f"models.{name}.source is missing: a hub id, a folder or a .safetensors file")
-        if model.max_batch < 1:
-            fail(f"models.{name}.max_batch must be at least 1")
-        if len(model.input_size) != 2 or any(v < 16 or v % 16 for v in model.input_size):
+        if any(v % 16 for v in model.input_size):
             fail(f"models.{name}.input_size must be [height, width], multiples of 16 (released models: [1024, 768])")
     if config.detector.type == "fixed":
         if not config.detector.boxes:
             fail("detector.boxes is empty: a fixed detector needs at least one [x, y, w, h] box")
-        for i, box in enumerate(config.detector.boxes):
-            if len(box) != 4:
-                fail(f"detector.boxes[{i}] must be [x, y, w, h], got {box}")
-    if config.detector.every != "auto" and config.detector.every < 1:
-        fail("detector.every must be at least 1 (or auto)")
-    if not 0 <= config.detector.conf <= 1:
-        fail("detector.conf must be between 0 and 1")
-    if config.runtime.queue_size < 1 or config.runtime.max_frames_per_batch < 1:
-        fail("runtime.queue_size and runtime.max_frames_per_batch must be at least 1")
     url = config.outputs.stream.url
     if url and not url.startswith(("rtmp://", "rtmps://", "rtsp://", "rtsps://")):
         fail(f"outputs.stream.url {url!r} must be rtmp://... or rtsp://... (a media server that takes a stream)")
     mqtt = config.outputs.mqtt
     if mqtt.host and mqtt.password_env and mqtt.username is None:
         fail("outputs.mqtt.password_env is set but outputs.mqtt.username is not")
-    if config.runtime.metrics.port is not None and not 0 <= config.runtime.metrics.port < 65536:
-        fail("runtime.metrics.port must be a TCP port (0-65535)")
     if config.outputs.pose2sim.enabled:
         if config.sources is None or len(config.sources) < 2 or config.models.pose is None:
             fail("outputs.pose2sim needs the pose model and two or more sources (the cameras of one take)")
         if not config.outputs.jsonl.enabled:
             fail("outputs.pose2sim needs outputs.jsonl.enabled: the project is made from each source's JSONL")
-    if not 0 <= config.fleet.headroom < 1:
-        fail("fleet.headroom must be between 0 and 1 (the spare share of each worker)")
-    if config.fleet.workers != "auto" and config.fleet.workers < 1:
-        fail("fleet.workers must be at least 1 (or auto)")
-    if config.outputs.segment_s is not None and config.outputs.segment_s < 1:
-        fail("outputs.segment_s must be at least 1 (seconds)")
     bg = config.outputs.matting.background
     ok_bg = bg == "blur" or (isinstance(bg, (list, tuple)) and len(bg) == 3) or isinstance(bg, str)
     if not ok_bg:
@@ -650,9 +791,3 @@ def check_temporal(t: TemporalConfig, models: ModelsConfig, fail: typing.Callabl
     for output, model in temporal_outputs().items():
         if getattr(t, output) == "on" and getattr(models, model) is None:
             fail(f"temporal.{output} is on but models.{model} is not enabled (use auto or off)")
-    if not 0 < t.new_weight <= 1:
-        fail("temporal.new_weight must be above 0 and at most 1 (the new frame's share; 1: no smoothing)")
-    if t.tau <= 0 or t.margin < 0:
-        fail("temporal.tau must be above 0 and temporal.margin at least 0")
-    if t.flow_width < 32 or t.width < 32 or t.seg_width < 16:
-        fail("temporal.flow_width and temporal.width must be at least 32, temporal.seg_width at least 16 (pixels)")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from sapiens2_stream.config import ModelConfig
+from sapiens2_stream.config import ModelSection
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.runtime.device import CudaTransfers
 from sapiens2_stream.runtime.engine import InferenceEngine
@@ -45,9 +45,9 @@ def test_uploads_and_copies_back_reuse_pinned_buffers():
 
 
 def test_cuda_bf16_engine_agrees_with_the_cpu(tiny_dir):
-    cfg = {"pose": ModelConfig(str(tiny_dir["pose"]), input_size=[256, 192], max_batch=4),
-           "seg": ModelConfig(str(tiny_dir["seg"]), input_size=[256, 192], max_batch=2),
-           "matting": ModelConfig(str(tiny_dir["matting"]), input_size=[256, 192], max_batch=2)}  # fmt: skip
+    cfg = {"pose": ModelSection(str(tiny_dir["pose"]), input_size=[256, 192], max_batch=4),
+           "seg": ModelSection(str(tiny_dir["seg"]), input_size=[256, 192], max_batch=2),
+           "matting": ModelSection(str(tiny_dir["matting"]), input_size=[256, 192], max_batch=2)}  # fmt: skip
     frames, people = frames_and_people()
     cpu = InferenceEngine(cfg, torch.device("cpu"), torch.float32).run(frames, people())
     gpu = InferenceEngine(cfg, CUDA, torch.bfloat16).run(frames, people())
@@ -61,8 +61,8 @@ def test_cuda_bf16_engine_agrees_with_the_cpu(tiny_dir):
 def test_compiled_cuda_graphs_equal_eager_on_chunked_batches(tiny_dir):
     """torch.compile with CUDA graphs for real: several chunks of the same bucket replay one graph."""
     size = [256, 192]
-    cfg = {"pose": ModelConfig(str(tiny_dir["pose"]), input_size=size, max_batch=2, flip="off"),
-           "matting": ModelConfig(str(tiny_dir["matting"]), input_size=size, max_batch=2, flip="off")}  # fmt: skip
+    cfg = {"pose": ModelSection(str(tiny_dir["pose"]), input_size=size, max_batch=2, flip="off"),
+           "matting": ModelSection(str(tiny_dir["matting"]), input_size=size, max_batch=2, flip="off")}  # fmt: skip
     frames, people = frames_and_people()
     eager = InferenceEngine(cfg, CUDA, torch.float32).run(frames, people())
     compiled = InferenceEngine(cfg, CUDA, torch.float32, compiled=True)
@@ -74,7 +74,7 @@ def test_compiled_cuda_graphs_equal_eager_on_chunked_batches(tiny_dir):
 
 
 def test_split_batch_on_cuda_with_replayed_outputs(tiny_dir):
-    cfg = {"pose": ModelConfig(str(tiny_dir["pose"]), input_size=[256, 192], max_batch=8, flip="off")}
+    cfg = {"pose": ModelSection(str(tiny_dir["pose"]), input_size=[256, 192], max_batch=8, flip="off")}
     frames, people = frames_and_people(n=2)
     expected = InferenceEngine(cfg, CUDA, torch.float32).run(frames, people())
     engine = InferenceEngine(cfg, CUDA, torch.float32)

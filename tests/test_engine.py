@@ -17,10 +17,10 @@ def assert_same_people(expected, got):
 
 
 def test_out_of_memory_splits_the_batch(tiny_dir):
-    from sapiens2_stream.config import ModelConfig
+    from sapiens2_stream.config import ModelSection
     from sapiens2_stream.io.sources import Frame
 
-    engine = InferenceEngine({"pose": ModelConfig(str(tiny_dir["pose"]), input_size=[64, 48])}, torch.device("cpu"),
+    engine = InferenceEngine({"pose": ModelSection(str(tiny_dir["pose"]), input_size=[64, 48])}, torch.device("cpu"),
                              torch.float32)  # fmt: skip
     frame = Frame(0, 0.0, 0.0, np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8))
     people = lambda: [[Person(i, np.array([10.0 * i, 5, 40, 80]), 1.0) for i in range(6)]]  # noqa: E731
@@ -42,12 +42,12 @@ def test_out_of_memory_splits_the_batch(tiny_dir):
 def test_compiled_bucketed_path_gives_the_same_outputs(tiny_dir):
     """The GPU path's torch.compile (static shapes, batches padded to buckets), compiled for real on CPU:
     outputs for the real items are unchanged by the padding. (About 45 s of compilation.)"""
-    from sapiens2_stream.config import ModelConfig
+    from sapiens2_stream.config import ModelSection
     from sapiens2_stream.io.sources import Frame
     from sapiens2_stream.runtime.device import bucket_size
 
     assert [bucket_size(n) for n in (1, 3, 5, 9, 33, 100)] == [1, 4, 8, 16, 64, 100]
-    cfg = {"pose": ModelConfig(str(tiny_dir["pose"]), input_size=[64, 48], flip="on")}
+    cfg = {"pose": ModelSection(str(tiny_dir["pose"]), input_size=[64, 48], flip="on")}
     plain = InferenceEngine(cfg, torch.device("cpu"), torch.float32)
     compiled = InferenceEngine(cfg, torch.device("cpu"), torch.float32, compiled=True)
     assert "pose" in plain.fused_flip and not compiled.fused_flip  # compiled graphs take the plain flip batch
@@ -78,11 +78,11 @@ class ReplayingModel:
 def test_graph_outputs_survive_the_next_replay_in_split_and_chunked_batches(tiny_dir):
     """The compiled path (bucketed, CUDA graphs on a GPU) with a stand-in that reuses its output buffers as a
     replay does: an out-of-memory split and batches in several chunks still give each frame its own results."""
-    from sapiens2_stream.config import ModelConfig
+    from sapiens2_stream.config import ModelSection
     from sapiens2_stream.io.sources import Frame
 
-    cfg = {"pose": ModelConfig(str(tiny_dir["pose"]), input_size=[64, 48], max_batch=4, flip="off"),
-           "matting": ModelConfig(str(tiny_dir["matting"]), input_size=[64, 48], max_batch=2, flip="off")}  # fmt: skip
+    cfg = {"pose": ModelSection(str(tiny_dir["pose"]), input_size=[64, 48], max_batch=4, flip="off"),
+           "matting": ModelSection(str(tiny_dir["matting"]), input_size=[64, 48], max_batch=2, flip="off")}  # fmt: skip
     rng = np.random.default_rng(2)
     frames = [Frame(i, i / 30, 0.0, rng.integers(0, 255, (120, 160, 3), dtype=np.uint8)) for i in range(5)]
     people = lambda: [[Person(j, np.array([20.0 * j, 5, 40, 80]), 1.0) for j in range(2)] for _ in frames]  # noqa: E731

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from sapiens2_stream.config import ModelConfig as PipelineModel
+from sapiens2_stream.config import ModelSection as PipelineModel
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.models import TASKS, load_model, pipeline_tasks
 from sapiens2_stream.runtime.engine import InferenceEngine
@@ -106,13 +106,13 @@ report["records"] = [json.loads(line) for line in (out / "run" / "results.jsonl"
 
 # flip TTA through the table: the merged map is the mean of the frame's map and the mirrored frame's map mirrored
 # back (the post-processing only crops and resizes, which commutes with a mirror)
-from sapiens2_stream.config import ModelConfig
+from sapiens2_stream.config import ModelSection
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.runtime.engine import InferenceEngine
 
 rgb = np.random.default_rng(1).integers(0, 255, (96, 128, 3), dtype=np.uint8)
 def run(image, flip):
-    cfg = {"silhouette": ModelConfig(source=str(folder), flip=flip, input_size=[64, 48])}
+    cfg = {"silhouette": ModelSection(source=str(folder), flip=flip, input_size=[64, 48])}
     engine = InferenceEngine(cfg, torch.device("cpu"), torch.float32)
     return engine.run([Frame(0, 0.0, 0.0, np.ascontiguousarray(image))], [[]])[0].silhouette
 expected = (run(rgb, "off") + run(rgb[:, ::-1], "off")[:, ::-1]) / 2

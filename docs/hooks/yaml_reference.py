@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 import typing
 
 import yaml
@@ -41,12 +40,14 @@ def section(cls: type, prefix: str, schema, comment: str) -> list[str]:
     hints = typing.get_type_hints(cls, vars(schema))
     comments = field_comments(cls)
     rows, nested = [], []
+    aliases = {n: info.alias for n, info in getattr(cls, "__pydantic_fields__", {}).items() if info.alias}
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
-        key = f"{prefix}{f.name}"
+        key = f"{prefix}{aliases.get(f.name, f.name)}"
         inner = section_type(tp)
         if inner is not None:
-            nested.append((key, inner, comments.get(f.name, "")))
+            each = ".NAME" if typing.get_origin(tp) is dict else ""  # a mapping of sections by name (events.zones)
+            nested.append((key + each, inner, comments.get(f.name, "")))
             continue
         rows.append(f"| `{key}` | {schema._type_name(tp)} | {default_of(f)} | {comments.get(f.name, '')} |")
     out = []
@@ -68,6 +69,8 @@ def section_type(tp) -> type | None:
     for arg in typing.get_args(tp):
         if dataclasses.is_dataclass(arg):
             return arg
+        if typing.get_origin(arg) is typing.Annotated and dataclasses.is_dataclass(typing.get_args(arg)[0]):
+            return typing.get_args(arg)[0]
     return None
 
 
@@ -78,37 +81,18 @@ def default_of(f: dataclasses.Field) -> str:
         value = f.default_factory()
     else:
         return "required"
+    if hasattr(value, "default"):  # a pydantic Field(default, alias=...)
+        value = value.default
+    if dataclasses.is_dataclass(value):
+        value = dataclasses.asdict(value)
     if isinstance(value, tuple):
         value = list(value)
     return "`" + yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("...").strip() + "`"
 
 
 def field_comments(cls: type) -> dict[str, str]:
-    """Each field's comment in the source: the text after `#` on its line and on comment lines right below it. The
-    per-task fields made from the task table take their comments from it."""
-    from sapiens2_stream.models.tasks import pipeline_tasks
+    """Each key's comment in config.py (`sapiens2_stream.schema.field_comments`), escaped for a table, by the name
+    the YAML spells (aliases: `in`, `out`)."""
+    from sapiens2_stream.schema import field_comments as comments
 
-    tasks = {t.name: f"the {t.name} model ({', '.join(t.results)}) *(per task)*" for t in pipeline_tasks()}
-    filters = {t.temporal.key: f"{t.temporal.comment or t.name} *(per task)*" for t in pipeline_tasks() if t.temporal}
-    comments: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if not dataclasses.is_dataclass(klass):
-            continue
-        try:
-            source = inspect.getsource(klass).splitlines()
-        except (OSError, TypeError):  # made by make_dataclass from the task table
-            names = {f.name for f in dataclasses.fields(klass)}
-            comments.update({k: v for k, v in {**tasks, **filters}.items() if k in names})
-            continue
-        current = None
-        for line in source:
-            field = re.match(r"^    (\w+): [^#]*?(?:#\s*(.*))?$", line)
-            more = re.match(r"^    #\s*(.*)$", line)
-            if field and not line.strip().startswith(("def ", "@")):
-                current = field.group(1)
-                comments[current] = (field.group(2) or "").strip()
-            elif more and current is not None:
-                comments[current] = f"{comments[current]} {more.group(1).strip()}".strip()
-            else:
-                current = None
-    return {k: v.replace("|", "\\|") for k, v in comments.items()}
+    return {k: v.replace("|", "\\|") for k, v in comments(cls).items()}

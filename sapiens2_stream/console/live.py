@@ -15,10 +15,10 @@ import contextlib
 import threading
 import time
 
-import av
 import cv2
 import numpy as np
 
+from ..io.pyav import av
 from ..runtime.observer import Observer
 
 VIEWER_QUEUE = 50  # fragments a viewer may have waiting before it skips to the next keyframe

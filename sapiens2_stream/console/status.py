@@ -25,13 +25,15 @@ def state(stream) -> str:
 def counters(stream) -> dict:
     """A stream's running counts and recent rates, from its numbers' snapshot, as a pipeline's console shows them
     and a fleet worker reports them."""
-    n, rules = stream.numbers.snapshot(), stream.events
+    n, events = stream.numbers.snapshot(), stream.stage_state("events")
+    rules = None if events is None else events.rules
     return {
         "frames_in": n["frames_in"], "frames_out": n["frames_out"], "processed": n["processed"],
         "processed_fps": n["processed_fps"], "fps_in": n["recent_fps"]["in"], "fps_written": n["recent_fps"]["written"],
         "dropped": n["dropped"], "reconnects": n["reconnects"], "last_frame": n["last_frame"], "people": n["people"],
         "result_age_s": n["result_age_s"],
         "event_counts": None if rules is None else {**rules.counts(), "kinds": dict(rules.totals)},
+        "errors": n["errors"],  # stages that failed for this source (each off for it since)
     }  # fmt: skip
 
 
@@ -46,6 +48,7 @@ def source_status(name: str, uri: str, state: str, counts: dict, result_age_s: f
         "last_result_age_s": None if result_age_s is None else round(result_age_s, 3),
         "last_frame": counts.get("last_frame"), "people": counts.get("people", 0),
         "event_counts": counts.get("event_counts"),  # zones' occupancy, lines' crossings, events by kind (events:)
+        "errors": counts.get("errors", []),  # stages that failed for this source: {stage, error, frame}
     }  # fmt: skip
 
 

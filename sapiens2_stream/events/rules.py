@@ -36,6 +36,7 @@ from itertools import count
 
 import numpy as np
 
+from ..config import EventsConfig, LineConfig, ZoneConfig, from_dict
 from ..errors import Sapiens2StreamError
 from ..models.metadata import keypoint_index, pose_metadata
 
@@ -142,19 +143,20 @@ class PoseState:
 
 
 class EventRules:
-    def __init__(self, config: dict, frame_size: tuple[int, int], patience_s: float = 1.0) -> None:
-        config = dict(config or {})
+    def __init__(self, config: EventsConfig | dict | None, frame_size: tuple[int, int],
+                 patience_s: float = 1.0) -> None:  # fmt: skip
+        """`config`: the `events:` section (validated here when given as a mapping: a wrong key or value is a
+        Sapiens2StreamError naming it); `frame_size` (w, h): zones and lines in 0-1 of the frame scale by it;
+        `patience_s`: a track unseen this long has left."""
+        if not isinstance(config, EventsConfig):
+            config = from_dict(EventsConfig, config or {}, "events")
         self.frame_size = frame_size
         self.patience_s = patience_s
-        self.zones = [self._zone(n, z) for n, z in (config.pop("zones", None) or {}).items()]
-        self.lines = [self._line(n, v) for n, v in (config.pop("lines", None) or {}).items()]
-        poses = dict(config.pop("poses", None) or {})
-        self.fall, self.hands_up = bool(poses.pop("fall", False)), bool(poses.pop("hands_up", False))
-        self.fall_s, self.down_s = float(poses.pop("fall_s", 1.2)), float(poses.pop("down_s", 0.6))
-        self.hands_s = float(poses.pop("hands_s", 0.5))
-        for rest, where in ((config, "events"), (poses, "events.poses")):
-            if rest:
-                raise Sapiens2StreamError(f"{where}: unknown key(s) {', '.join(sorted(rest))}")
+        self.zones = [self._zone(n, z) for n, z in config.zones.items()]
+        self.lines = [self._line(n, v) for n, v in config.lines.items()]
+        poses = config.poses
+        self.fall, self.hands_up = poses.fall, poses.hands_up
+        self.fall_s, self.down_s, self.hands_s = poses.fall_s, poses.down_s, poses.hands_s
         self.poses: dict[int, PoseState] = {}
         self.last_seen: dict[int, float] = {}
         self.ids = count(1)
@@ -163,11 +165,8 @@ class EventRules:
     # ------------------------------------------------------------------------------------------- setup
 
     def _points(self, points, where: str, least: int, in_picture: bool = True) -> np.ndarray:
-        try:
-            p = np.asarray(points, np.float64)
-        except (TypeError, ValueError):
-            p = np.zeros(0)
-        if p.ndim != 2 or p.shape[1] != 2 or len(p) < least:
+        p = np.asarray(points if points is not None else np.zeros((0, 2)), np.float64)
+        if len(p) < least:
             raise Sapiens2StreamError(f"{where}: expected at least {least} [x, y] points")
         if in_picture and (p >= 0).all() and (p <= 1).all():  # fractions of the frame
             p = p * np.asarray(self.frame_size, np.float64)
@@ -179,30 +178,23 @@ class EventRules:
             raise Sapiens2StreamError(f"{where}.anchor: {value!r} is not one of {', '.join(ANCHORS)} or a keypoint")
         return value
 
-    def _zone(self, name: str, spec: dict) -> Zone:
-        spec, where = dict(spec), f"events.zones.{name}"
-        on_floor = "floor_m" in spec
-        if on_floor and "polygon" in spec:
+    def _zone(self, name: str, spec: ZoneConfig) -> Zone:
+        where = f"events.zones.{name}"
+        on_floor = spec.floor_m is not None
+        if on_floor and spec.polygon is not None:
             raise Sapiens2StreamError(f"{where}: give polygon (the picture) or floor_m (metres), not both")
         key = "floor_m" if on_floor else "polygon"
-        polygon = self._points(spec.pop(key, None), f"{where}.{key}", 3, in_picture=not on_floor)
+        polygon = self._points(getattr(spec, key), f"{where}.{key}", 3, in_picture=not on_floor)
         if crosses_itself(polygon):
             raise Sapiens2StreamError(f"{where}.{key}: its edges cross each other")
-        zone = Zone(name, polygon, self._anchor(spec.pop("anchor", "feet"), where), spec.pop("loitering_s", None),
-                    spec.pop("max_people", None), float(spec.pop("min_s", 0.3)), on_floor)  # fmt: skip
-        if spec:
-            raise Sapiens2StreamError(f"{where}: unknown key(s) {', '.join(sorted(spec))}")
-        return zone
+        return Zone(name, polygon, self._anchor(spec.anchor, where), spec.loitering_s, spec.max_people, spec.min_s,
+                    on_floor)  # fmt: skip
 
-    def _line(self, name: str, spec: dict) -> Line:
-        spec, where = dict(spec), f"events.lines.{name}"
-        start, end = self._points(spec.pop("points", None), f"{where}.points", 2)[:2]
-        anchor = self._anchor(spec.pop("anchor", "feet"), where)
-        line = Line(name, start, end, anchor, str(spec.pop("in", "in")), str(spec.pop("out", "out")),
-                    float(spec.pop("min_s", 0.2)), float(spec.pop("margin_px", 4.0)))  # fmt: skip
-        if spec:
-            raise Sapiens2StreamError(f"{where}: unknown key(s) {', '.join(sorted(spec))}")
-        return line
+    def _line(self, name: str, spec: LineConfig) -> Line:
+        where = f"events.lines.{name}"
+        start, end = self._points(spec.points, f"{where}.points", 2)[:2]
+        return Line(name, start, end, self._anchor(spec.anchor, where), spec.in_name, spec.out_name, spec.min_s,
+                    spec.margin_px)  # fmt: skip
 
     # ------------------------------------------------------------------------------------------- a frame
 

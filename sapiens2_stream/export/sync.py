@@ -19,12 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import av
 import cv2
 import numpy as np
 from scipy.signal import correlate
 
 from ..config import DEFAULT_FPS
+from ..io.pyav import av
 from ..threed.calibration import Camera
 
 BODY = (*range(21), 41, 62)  # Sapiens2 body and feet keypoints (wrists are 41 and 62): the points sync uses

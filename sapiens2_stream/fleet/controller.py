@@ -45,11 +45,18 @@ def camera_rates(cfg: PipelineConfig) -> dict[str, float]:
     """Each camera's frames/s: source.fps, else what its stream says when connected, else fleet.camera_fps. An
     unreachable camera is a configuration error, as in a single-process run."""
 
-    def rate(src) -> float:
-        return src.fps or Source(src).rate or cfg.fleet.camera_fps
-
     with ThreadPoolExecutor(max_workers=8) as pool:
-        return dict(zip([s.name for s in cfg.sources], pool.map(rate, cfg.sources), strict=True))
+        rates = pool.map(lambda src: camera_rate(src, cfg.fleet.camera_fps), cfg.sources)
+        return dict(zip([s.name for s in cfg.sources], rates, strict=True))
+
+
+def camera_rate(src: SourceConfig, fallback: float) -> float:
+    """One camera's frames/s: source.fps, else what its stream says when connected, else `fallback`."""
+    if src.fps:
+        return src.fps
+    source = Source(src)
+    source.connect()
+    return source.rate or fallback
 
 
 class Fleet:
@@ -298,7 +305,7 @@ class Fleet:
         """A camera added at the console: placed like any other (first-fit decreasing on the measured capacities,
         the headroom kept), recorded with its `sources:` entry, started by its worker."""
         source = from_dict(SourceConfig, entry, "source")
-        rate = source.fps or Source(source).rate or self.cfg.fleet.camera_fps
+        rate = camera_rate(source, self.cfg.fleet.camera_fps)
         with self.lock:
             data = self.record.data
             capacities = {w: i["capacity_fps"] for w, i in data["workers"].items() if w not in self.lost}

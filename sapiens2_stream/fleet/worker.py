@@ -168,8 +168,13 @@ class FleetWorker:
                 first_frame, first_track = continuation(folder, self.cfg.outputs.jsonl.name)
                 source = replace(sources[cam], start_frame=first_frame)
                 fence = fence_for(folder, self.name, epoch, self.node)
+
+                def continued(stream, fence=fence, first_track=first_track) -> None:  # this worker's hold on it
+                    stream.folder_checks.append(fence)
+                    stream.tracking.start_ids_at(first_track)
+
                 try:
-                    self.pipeline.add_source(source, fence, first_track)
+                    self.pipeline.add_source(source, continued)
                 except Sapiens2StreamError:
                     continue  # fenced at opening (moved on meanwhile) or not running: the next sync decides
                 self.epochs[cam] = epoch

@@ -107,7 +107,7 @@ class MqttSink(Sink):
 
     def person(self, p) -> dict:
         out = {"track_id": p.track_id, "box": rounded(p.box), "score": round(float(p.score), 4)}
-        kp = p.smoothed if p.smoothed is not None else p.keypoints
+        kp = p.best_keypoints
         if self.keypoints != "none" and kp is not None:
             index = self.coco if self.keypoints == "coco17" else slice(None)
             xy, sc = np.asarray(kp)[index], np.asarray(p.keypoint_scores)[index]

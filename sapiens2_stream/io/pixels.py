@@ -9,8 +9,9 @@ already one of the run's long-lived threads (a source's reader or writer).
 
 from __future__ import annotations
 
-import av
 import numpy as np
+
+from .pyav import av
 
 SCALE_THREADS = 1  # swscale threads per conversion: the caller's own
 

@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from fractions import Fraction
 
-import av
 import numpy as np
 
 from ..config import DEFAULT_FPS, StreamOutput
 from .pixels import encodable
+from .pyav import av
 from .sink import Sink
 
 TIME_BASE = Fraction(1, 1000)  # FLV's

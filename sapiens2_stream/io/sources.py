@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-import av
 import cv2
 import numpy as np
 
 from ..config import DEFAULT_FPS, SourceConfig
 from ..errors import Sapiens2StreamError
 from .pixels import rgb_of
+from .pyav import av
 from .upright import UPRIGHT, Orientation, display_orientation, exif_orientation, pixel_aspect, square_pixels
 
 STREAM_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://", "udp://", "tcp://", "srt://")
@@ -166,11 +166,6 @@ class Source:
         self._paths: list[Path] = []
         if self.kind == "file":
             self._probe_file()
-        elif self.live:  # connect once now: an unreachable camera is a configuration error, not a drop
-            with self._open() as container:
-                video = container.streams.video
-                rate = video[0].average_rate if video else None
-                self.rate = float(rate) if rate else None
         elif self.kind == "images":
             self._paths = image_paths(cfg.uri)
             self.total_frames = len(self._paths)
@@ -183,6 +178,15 @@ class Source:
             self.total_frames = len(feed.frames) if isinstance(feed.frames, Sized) else None
         if self.total_frames is not None and cfg.max_frames is not None:
             self.total_frames = min(self.total_frames, cfg.max_frames)
+
+    def connect(self) -> None:
+        """A live source connects once before the run (an unreachable camera is a configuration error, not a drop)
+        and says its nominal frame rate; other kinds have nothing to do."""
+        if self.live:
+            with self._open() as container:
+                video = container.streams.video
+                rate = video[0].average_rate if video else None
+                self.rate = float(rate) if rate else None
 
     @property
     def source_id(self) -> str:

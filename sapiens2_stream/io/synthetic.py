@@ -8,9 +8,10 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
-import av
 import cv2
 import numpy as np
+
+from .pyav import av
 
 
 def figure_box(i: int, n: int, size: tuple[int, int], person: int = 0) -> np.ndarray:

@@ -40,7 +40,7 @@ def annotate(result, draw: list[str], threshold: float, background=GREEN_SCREEN)
     for p in result.people:
         if "boxes" in draw:
             draw_box(img, p.box, f"id {p.track_id}")
-        kp = p.smoothed if p.smoothed is not None else p.keypoints
+        kp = p.best_keypoints
         if "pose" in draw and kp is not None:
             draw_pose(img, kp, p.keypoint_scores, threshold)
     if "view_3d" in draw:

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
-import av
 import cv2
 import numpy as np
 
 from ..config import DEFAULT_FPS
 from .pixels import encodable, rgb_of
+from .pyav import av
 
 TIME_BASE = Fraction(1, 90000)
 # frag_discont + use_editlist: the first fragment keeps the source's start time (an empty index cannot carry the

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from ..config import ModelConfig
+from ..config import ModelSection
 from ..errors import Sapiens2StreamError
 from ..io.sources import Frame
 from ..models import load_model, pipeline_tasks, task_spec
@@ -40,7 +40,7 @@ class InferenceEngine:
     """
 
     def __init__(
-        self, models: dict[str, ModelConfig], device: torch.device, dtype: torch.dtype, compiled: bool = False,
+        self, models: dict[str, ModelSection], device: torch.device, dtype: torch.dtype, compiled: bool = False,
         seg_width: int | None = None,
     ) -> None:  # fmt: skip
         """`compiled`: run torch.compile'd models on batches padded to a few bucket sizes (static shapes);

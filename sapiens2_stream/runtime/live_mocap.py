@@ -76,7 +76,7 @@ def result_view(result) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     [P, 308], and where the single-camera 3-D stage ran, their lifted keypoints [P, 308, 3] (camera frame, NaN where
     not known), else None."""
     people = [p for p in result.people if p.keypoints is not None]
-    keypoints = np.array([p.smoothed if p.smoothed is not None else p.keypoints for p in people])
+    keypoints = np.array([p.best_keypoints for p in people])
     scores = np.array([p.keypoint_scores for p in people]).reshape(-1, 308)
     lifted = None
     if people and all(p.keypoints_3d is not None for p in people):

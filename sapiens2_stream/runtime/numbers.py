@@ -117,6 +117,11 @@ class SourceNumbers:
         self.frame_age_ms = samples()  # arrival to written, per frame
         self.history: deque = deque()  # (monotonic time, frames in, processed, written), for the recent rates
         self.history_lock = threading.Lock()  # sampled by the writer thread and by readers on other threads
+        self.errors: list[dict] = []  # stages that failed for this source: {stage, error, frame}
+
+    def stage_failed(self, stage: str, error: str, frame: int | None) -> None:
+        """A stage failed for this source (it is off from then on): said in the summary, /metrics and the console."""
+        self.errors.append({"stage": stage, "error": error, "frame": frame})
 
     def wrote(self, frame_index: int, people: int, arrived_wall_s: float) -> None:
         """A result was written."""
@@ -179,5 +184,6 @@ class SourceNumbers:
             "result_age_s": None if self.last_written is None else round(time.time() - self.last_written, 3),
             "frame_age_ms": p50_p95(ages, 1) | {"max": round(float(np.max(ages)), 1) if len(ages) else 0.0,
                                                 "recent": round(float(np.mean(latest)), 1) if len(latest) else 0.0},
+            "errors": list(self.errors),
             **self.times.snapshot(),
         }  # fmt: skip

@@ -46,7 +46,7 @@ from .observer import Observer
 from .planner import Planner
 from .prometheus import Monitor
 from .results import FrameResult
-from .stages import END, STAGES, Handoff
+from .stages import END, REGISTRY, Handoff, api_stage, builtin_stages, in_order, yaml_stage
 from .stream import Stream, source_error
 from .threads import census
 
@@ -81,6 +81,18 @@ def load_models(cfg: PipelineConfig) -> LoadedModels:
                         ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-detect"))  # fmt: skip
 
 
+def users_stages(cfg: PipelineConfig, given: list) -> list:
+    """The YAML's `stages:` and the stage objects given from Python, each with a name of its own."""
+    stages = [*(yaml_stage(c, f"stages[{i}]") for i, c in enumerate(cfg.stages)), *(api_stage(s) for s in given)]
+    taken = set(REGISTRY)
+    for stage in stages:
+        if stage.name in taken:
+            raise Sapiens2StreamError(f"stages: the name {stage.name!r} is taken (built-in stages: "
+                                      f"{', '.join(REGISTRY)}); give the stage another name")  # fmt: skip
+        taken.add(stage.name)
+    return stages
+
+
 class ResultCallback(Observer):
     """`on_result(result, pipeline)` for every result written."""
 
@@ -94,46 +106,75 @@ class ResultCallback(Observer):
 class Pipeline:
     def __init__(
         self, cfg: PipelineConfig, *, on_result: Callable[[FrameResult, Pipeline], None] | None = None,
-        resume: bool = False, loaded: LoadedModels | None = None, serve: bool = False,
+        resume: bool = False, loaded: LoadedModels | None = None, serve: bool = False, stages: list = (),
     ) -> None:  # fmt: skip
         """`on_result(result, pipeline)`: called for every result written (an observer). `resume`: continue the
         interrupted run recorded in each source's output folder (files and image folders). `loaded`: models and
         detector already loaded (batch workers reuse them across videos). `serve`: keep running when every source
-        has ended, until stopped, for sources added while running (`add_source`: a fleet worker, the console)."""
+        has ended, until stopped, for sources added while running (`add_source`: a fleet worker, the console).
+        `stages`: users' stage objects (the Python API's `stages=`), besides the YAML's `stages:`.
+
+        Configuration errors are said here; nothing is connected, read back or written until `open` (which `run`
+        calls)."""
         self.cfg = cfg
         self.stop = threading.Event()
         self.cut = False
         self.interrupted = False
+        self.opened = False
         self.several = cfg.sources is not None
         self.serve = serve
-        self.mqtt = MqttClient(cfg.outputs.mqtt) if cfg.outputs.mqtt.host else None
-        self.streams = [self._stream(c, c.source.name if self.several else "", resume=resume)
-                        for c in cfg.per_source()]  # fmt: skip
+        self.mqtt: MqttClient | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
         self.group: asyncio.TaskGroup | None = None
+        self.abandon = asyncio.Event()  # a second Ctrl-C: stop waiting for the batch on the models
+        self.started = 0.0
+        self.thread_census: dict[str, int] = {}
+        self.observers: list[Observer] = []
+        self.times = StageTimes()  # the batch stages: detect, track, infer
+        self.monitor: Monitor | None = None  # the metrics server (runtime.metrics), from `open`
+        self.mocap: LiveMocap | None = None  # several calibrated cameras: live motion capture, from `open`
+        stages = in_order([*builtin_stages(self), *users_stages(cfg, stages)])
+        self.batch_stages = [s for s in stages if s.scope == "batch"]
+        self.source_stages = [s for s in stages if s.scope == "source"]
+        last_batch = max(i for i, stage in enumerate(stages) if stage.scope == "batch")
+        early = [stage for stage in stages[:last_batch] if stage.scope == "source"]
+        if early:
+            raise Sapiens2StreamError(f"stages: {early[0].name!r} must run after infer (a stage sees one source's "
+                                      "results; after: infer, or any stage after it)")  # fmt: skip
+        self.streams = [self._stream(c, c.source.name if self.several else "", resume=resume)
+                        for c in cfg.per_source()]  # fmt: skip
+        for stream in self.streams:
+            stream.check(self.source_stages)
         rt = cfg.runtime
         if rt.threads:
             torch.set_num_threads(rt.threads)
         self.owns_models = loaded is None  # then their threads end with the run
         self.loaded = loaded or load_models(cfg)
         self.engine, self.detector = self.loaded.engine, self.loaded.detector  # what the detect and infer stages use
-        self.times = StageTimes()  # the shared stages: detect, track, infer
         self.planner = Planner(self.streams, rt.max_frames_per_batch, rt.max_frame_age_s)
-        self.abandon = asyncio.Event()  # a second Ctrl-C: stop waiting for the batch on the models
-        self.started = 0.0
-        self.thread_census: dict[str, int] = {}
-        self.observers: list[Observer] = []
-        self.stages = [stage(self) for stage in STAGES]  # they read the planner and the models
-        self.batch_stages = [s for s in self.stages if not s.per_source]
-        self.result_stages = [s for s in self.stages if s.per_source]
+        self.batch_states: dict[str, object] = {}
         if on_result is not None:
             self.observe(ResultCallback(self, on_result))
-        self.monitor = self.observe(Monitor(self, rt.metrics)) if rt.metrics.port is not None else None
         self.memory = self.observe(MemoryTrim())  # freed memory handed back to the system once a minute
+
+    def open(self) -> None:
+        """Connect the cameras, the broker and the metrics server, read back what `--resume` continues, and open
+        every source's stages (their files); once, before the run (`run` calls it)."""
+        if self.opened:
+            return
+        self.opened = True
+        cfg, rt = self.cfg, self.cfg.runtime
+        self.mqtt = MqttClient(cfg.outputs.mqtt) if cfg.outputs.mqtt.host else None
+        for stream in self.streams:
+            stream.open(self.source_stages, self.mqtt)
+        self.batch_states = {stage.name: stage.open(self) for stage in self.batch_stages}
+        if rt.metrics.port is not None:
+            self.monitor = self.observe(Monitor(self, rt.metrics))
         group = triangulation_group(cfg)  # several calibrated cameras: live motion capture in OUTPUT/3d/
-        rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
-        self.mocap = self.observe(LiveMocap(cfg, group, rates, self.mqtt)) if group else None
+        if group:
+            rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
+            self.mocap = self.observe(LiveMocap(cfg, group, rates, self.mqtt))
 
     def observe(self, observer: Observer) -> Observer:
         """Attach an observer (before `run`)."""
@@ -141,7 +182,7 @@ class Pipeline:
         return observer
 
     def _stream(self, cfg: PipelineConfig, name: str, **options) -> Stream:
-        return Stream(cfg, name=name, on_quit=self.finish, mqtt=self.mqtt, **options)
+        return Stream(cfg, name=name, on_quit=self.finish, **options)
 
     @property
     def source(self):
@@ -185,15 +226,16 @@ class Pipeline:
 
     # ------------------------------------------------------------------------------------------- sources
 
-    def add_source(self, source: SourceConfig, fence=None, first_track: int = 1, timeout: float = 60.0) -> Stream:
+    def add_source(self, source: SourceConfig, prepare: Callable[[Stream], None] | None = None,
+                   timeout: float = 60.0) -> Stream:  # fmt: skip
         """Start a source on the running pipeline (from any thread): it gets everything a source given at the
-        start has (its own folder OUTPUT/<name>/, reconnects, drop policy, summary). `fence` and `first_track`:
-        see Stream."""
+        start has (its own folder OUTPUT/<name>/, reconnects, drop policy, summary). `prepare(stream)`: what the
+        caller adds to the stream before it opens (a fleet worker: its fence and first track id)."""
         if self.loop is None or self.stop.is_set():
             raise Sapiens2StreamError("the pipeline is not running; sources can be added only while it runs")
         if self.running(source.name) is not None:
             raise Sapiens2StreamError(f"a source named {source.name!r} is already running")
-        stream = self.make_stream(source, fence, first_track)
+        stream = self.make_stream(source, prepare)
 
         async def start() -> None:
             self.start_stream(stream)
@@ -201,9 +243,14 @@ class Pipeline:
         asyncio.run_coroutine_threadsafe(start(), self.loop).result(timeout)
         return stream
 
-    def make_stream(self, source: SourceConfig, fence=None, first_track: int = 1) -> Stream:
+    def make_stream(self, source: SourceConfig, prepare: Callable[[Stream], None] | None = None) -> Stream:
         """The stream of a named source added while running: its outputs in OUTPUT/<name>/, opened here."""
-        return self._stream(self.cfg.for_source(source), source.name, fence=fence, first_track=first_track)
+        stream = self._stream(self.cfg.for_source(source), source.name)
+        stream.check(self.source_stages)
+        if prepare is not None:
+            prepare(stream)
+        stream.open(self.source_stages, self.mqtt)
+        return stream
 
     def start_stream(self, stream: Stream) -> None:
         """Start a stream made by `make_stream` (on the pipeline's loop)."""
@@ -214,7 +261,6 @@ class Pipeline:
 
     def _begin(self, stream: Stream) -> None:
         """Run a stream's reader and writer in the run's task group, and tell the observers (on the loop)."""
-        stream.stages = self.result_stages
         stream.wake = self.planner.work.set
         for observer in self.observers:
             observer.source_added(stream)
@@ -268,7 +314,7 @@ class Pipeline:
             if outbox is not None:
                 await outbox.drained()
             if inbox is None:
-                items = await stages[0]()
+                items = await stages[0](self.batch_states[stages[0].name])
                 rest = stages[1:]
             else:
                 items = await inbox.get()
@@ -280,7 +326,7 @@ class Pipeline:
                     break
                 start = time.perf_counter()
                 count = len(items)
-                items = await stage(items)
+                items = await stage(self.batch_states[stage.name], items)
                 self.times.stage(stage.name, (time.perf_counter() - start) * 1e3 / count, count)
             if items and outbox is not None:
                 outbox.put(items)
@@ -295,6 +341,7 @@ class Pipeline:
     def run(self) -> dict:
         """Run to the end of input (or a stop request) and return the summary. A source that failed ends its
         stream while the others go on; the failure is raised at the end (`SourceFailed`, with the summary)."""
+        self.open()
         summary = asyncio.run(self._run())
         failed = [s for s in self.streams if s.error is not None]
         if failed:
@@ -370,6 +417,7 @@ class Pipeline:
             "live_batch_sizes": dict(sorted(self.planner.live_sizes.items())),
             "threads": self.thread_census,  # by kind, as the run ended
             "events": self.engine.events,
+            "errors": [{"source": label, **e} for label, src in per_source.items() for e in src["errors"]],
             **({"live_mocap": self.mocap.summary()} if self.mocap is not None else {}),
         }
 

@@ -56,17 +56,22 @@ class RunCollector:
         people = GaugeMetricFamily("sapiens2_people", "people in the latest written frame", labels=["source"])
         fps = GaugeMetricFamily("sapiens2_processed_fps", "frames processed per second over the run", labels=["source"])
         behind = GaugeMetricFamily("sapiens2_under_load", "1 while a live source is behind", labels=["source"])
+        failed = CounterMetricFamily("sapiens2_stage_errors", "stages that failed for a source (each is off for it "
+                                     "since)", labels=["source", "stage"])  # fmt: skip
         for s in streams:
             label, numbers = s.label, snapshots[id(s)]
             for reason in DROP_REASONS:
                 dropped.add_metric([label, reason], numbers["dropped"].get(reason, 0))
+            for error in numbers["errors"]:
+                failed.add_metric([label, error["stage"]], 1)
             for output, stats in s.output_stats().items():
                 outputs.add_metric([label, output], stats["dropped"])
             people.add_metric([label], numbers["people"])
             fps.add_metric([label], numbers["processed_fps"])
             behind.add_metric([label], float(s.under_load()))
-        yield from (dropped, outputs, people, fps, behind)
-        yield from event_metrics((s.label, s.events.counts(), s.events.totals) for s in streams if s.events)
+        yield from (dropped, outputs, people, fps, behind, failed)
+        rules = [(s.label, r) for s in streams if (r := getattr(s.stage_state("events"), "rules", None)) is not None]
+        yield from event_metrics((label, r.counts(), r.totals) for label, r in rules)
         if self.pipeline.mocap is not None:
             yield from mocap_metrics(self.pipeline.mocap.last, self.pipeline.mocap.summary())
         device = self.pipeline.loaded.device

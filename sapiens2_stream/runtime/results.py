@@ -20,6 +20,13 @@ class Person:
     smoothed: np.ndarray | None = None  # [K, 2] after the online smoother
     keypoints_3d: np.ndarray | None = None  # [K, 3] metres in the camera frame (x right, y down, z forward)
     keypoints_3d_confidence: np.ndarray | None = None  # [K] in [0, 1]; halved where the joint was hidden
+    extra: dict = field(default_factory=dict)  # what users' stages add about this person (records: `extra`)
+
+    @property
+    def best_keypoints(self) -> np.ndarray | None:
+        """The smoothed keypoints where the smoother ran, else the raw ones: what drawing, events, 3-D and MQTT
+        use."""
+        return self.smoothed if self.smoothed is not None else self.keypoints
 
 
 @dataclass
@@ -40,3 +47,4 @@ class FrameResult:
     world_from_camera: np.ndarray | None = None  # [4, 4] the threed stage's world frame so far (None: not yet)
     pictures: dict = field(default_factory=dict)  # pictures made once per result, shared by the outputs (read-only)
     replayed: bool = False  # drawn again by --resume from its recorded result (the videos lacked it)
+    extra: dict = field(default_factory=dict)  # what users' stages add to the frame (JSONL and MQTT: `extra`)

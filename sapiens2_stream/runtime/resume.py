@@ -29,6 +29,7 @@ from ..track.tracker import Tracker
 class ResumeState:
     records: list[dict]  # the complete JSONL lines of the interrupted run
     videos: dict[str, int] = field(default_factory=dict)  # frames each existing video still plays
+    alive: set[int] = field(default_factory=set)  # tracks alive at the cut (restore_tracker finds them)
 
     @property
     def redraw_from(self) -> int:
@@ -72,13 +73,23 @@ class ResumeState:
         """Replay the recorded people: the tracker's detector-frame observations, then the smoother over every
         track still alive at the cut. Exact up to the JSONL's 0.01 px rounding when `tracker.min_hits` is 1
         (tracks not yet reported leave no record to replay)."""
+        self.restore_tracker(tracker, every)
+        self.restore_smoother(smoother, {tr.track_id for tr in tracker.tracks})
+
+    def restore_tracker(self, tracker: Tracker, every: int) -> None:
+        """The tracker's part of `restore` (the track stage's; the smoother is the smooth stage's)."""
         first = self.records[0]["frame"]
         for rec in self.records:
             if (rec["frame"] - first) % every == 0:
                 tracker.replay_detected([(p["track_id"], p["box"], p["score"]) for p in rec["people"]], rec["pts"])
         tracker.next_id = max(tracker.next_id, self.max_track_id + 1)
         tracker.pop_ended()  # those tracks ended before the cut; the smoother never gets their state
-        alive = {tr.track_id for tr in tracker.tracks}
+        self.alive = {tr.track_id for tr in tracker.tracks}
+
+    def restore_smoother(self, smoother: OnlineSmoother, alive: set[int] | None = None) -> None:
+        """The smoother's part of `restore`: every recorded keypoint of the tracks alive at the cut (`alive`, by
+        default those `restore_tracker` left)."""
+        alive = self.alive if alive is None else alive
         for rec in self.records:
             for p in rec["people"]:
                 if p["track_id"] in alive and p["keypoints"] is not None:

@@ -1,6 +1,7 @@
-"""One source's share of a run: its reader, the frames waiting for the models, what its per-source stages keep
-(tracker, temporal filter, smoother, sinks), the results waiting for its writer, and its numbers. The shared
-stages (take, detect, infer) take frames from every stream; its writer runs the result stages in frame order.
+"""One source's share of a run: its reader, the frames waiting for the models, its tracking (the detect and track
+stages'), the results waiting for its writer, and its numbers. The batch stages (take, detect, track, infer) take
+frames from every stream; its writer runs the source stages in frame order (`stages.SourceStages`, which keeps
+what each of them keeps for this source: filters, smoother, sinks).
 
 Waiting frames follow the source's policy. `block` (files): the reader waits for room, nothing is dropped.
 `latest` (live): when the models free up they take the newest frames and the older ones are dropped, counted
@@ -23,18 +24,14 @@ from pathlib import Path
 
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
-from ..events import EventRules
-from ..io.outputs import SinkSetup, make_sinks
+from ..io.outputs import SinkSetup
 from ..io.sink import Fenced
-from ..io.sources import LIVE_KINDS, Frame, Source, source_kind
+from ..io.sources import Frame, Source
 from ..io.video_feed import VideoFeed
-from ..track import OnlineSmoother
 from .numbers import SourceNumbers
 from .results import FrameResult
 from .resume import prepare_resume
-from .stages import END, Handoff
-from .temporal_filter import TemporalFilter, filtered_outputs
-from .threed_run import ThreeDRun
+from .stages import END, Handoff, SourceStages
 from .tracking import SourceTracking
 
 LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames were dropped for want of time
@@ -44,42 +41,27 @@ class Stream:
     """A source with everything that is its own; see the module docstring for what is dropped and when."""
 
     def __init__(self, cfg: PipelineConfig, *, name: str = "", resume: bool = False,
-                 on_quit: Callable[[], None] = lambda: None, mqtt=None, fence: Callable[[Path], None] | None = None,
-                 first_track: int = 1) -> None:  # fmt: skip
+                 on_quit: Callable[[], None] = lambda: None) -> None:  # fmt: skip
         """`cfg`: a single-source configuration (PipelineConfig.per_source); `name`: the source's name, empty for
         the single `source:`; `resume`: continue the run recorded in its output folder; `on_quit`: what the
-        display window calls to end the run; `mqtt`: the process's MQTT client, when outputs.mqtt is on.
-        `fence(folder)`: asked before any output folder is opened or rolled, raises `Fenced` when this process may
-        no longer write the source (it moved to another worker); `first_track`: the first track id (a camera
-        continued elsewhere keeps its ids apart from those already written)."""
-        live = source_kind(cfg.source) in LIVE_KINDS
-        self.resumed = prepare_resume(cfg, live) if resume else None
-        if self.resumed is not None:
-            cfg = replace(cfg, source=replace(cfg.source, start_frame=self.resumed.start_frame))
-        self.cfg, self.name = cfg, name
+        display window calls to end the run. Nothing is connected, read back or written until `open`."""
+        self.cfg, self.name, self.resume, self.on_quit = cfg, name, resume, on_quit
+        self.mqtt = None  # the process's MQTT client, when outputs.mqtt is on (given at `open`)
+        self.resumed = None  # the interrupted run continued (`open` reads it back)
         self.source = Source(cfg.source)
         rt = cfg.runtime
         self.policy = rt.policy if rt.policy != "auto" else ("latest" if self.source.live else "block")
         self.drops_allowed = self.source.live and self.policy != "block"
         self.numbers = SourceNumbers(self.source.stats, self.source.live)
-        self.tracking = SourceTracking(cfg, self.numbers, self.under_load, first_track)
-        sm = cfg.smoothing
-        self.smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
-        filtered = filtered_outputs(cfg)
-        self.temporal = TemporalFilter(cfg.temporal, filtered) if filtered else None  # the dense outputs' filter
-        self.threed = ThreeDRun(cfg, name or cfg.name) if cfg.lifts_3d() else None  # people in metres
-        if cfg.events:  # a bad rule is a configuration error: said now, not at the first frame
-            EventRules(cfg.events, frame_size=(1000, 1000))
-        self.events: EventRules | None = None  # the event rules (events:), made at the first result (frame size)
-        if self.resumed is not None:
-            self.tracking.resume(self.resumed, self.smoother)
+        self.tracking = SourceTracking(cfg, self.numbers, self.under_load)  # the detect and track stages' own
+        self.folder_checks: list[Callable[[Path], None]] = []  # asked before any output folder is opened or rolled
+        # (a fleet worker's fence: raises `Fenced` once the source moved to another worker)
+        self.stage_run: SourceStages | None = None  # its source stages, given when the run starts it
         self.halt = threading.Event()  # stops this stream's reader (the run's stop, or the source removed)
         self.fenced = False  # another worker owns the source now: nothing more is written here
         self.disconnected = False  # a live source waiting for its camera to come back
         self.source.listeners.append(self._connection)
         self.feed = VideoFeed()  # the annotated video, for live views that subscribe from outside
-        self.sinks = make_sinks(cfg, self.source, SinkSetup(self.feed, on_quit, self.resumed, mqtt, fence))
-        self.stages: list = []  # the result stages its writer runs (stages.STAGES), given when the run starts it
         self.waiting: deque[Frame] = deque()
         self.room = asyncio.Event()  # the reader may add a frame (block policy)
         self.room.set()
@@ -98,6 +80,39 @@ class Stream:
         self.wake: Callable[[], None] = lambda: None  # tells the planner something changed
         # the reader and the writer each get a thread of their own: many cameras must not starve a shared pool
         self.threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"stream-{name or 'source'}")
+
+    def check(self, stages: list) -> None:
+        """Configuration errors of this source that its stages can find without opening anything."""
+        for stage in stages:
+            if stage.enabled(self.cfg):
+                stage.check(self.cfg)
+
+    def open(self, stages: list, mqtt=None) -> None:
+        """Connect (a live source: once, so an unreachable camera is a configuration error), read back the
+        interrupted run when resuming, and open the source stages `stages` (the sinks among them, with the run's
+        MQTT client `mqtt`)."""
+        self.mqtt = mqtt
+        self.source.connect()
+        if self.resume:
+            self.resumed = prepare_resume(self.cfg, self.source.live)
+        if self.resumed is not None:
+            self.cfg = replace(self.cfg, source=replace(self.cfg.source, start_frame=self.resumed.start_frame))
+            self.source.cfg = self.cfg.source
+            self.tracking.resume(self.resumed)
+        self.stage_run = SourceStages(stages, self)
+        self.stage_run.open()
+
+    def sink_setup(self) -> SinkSetup:
+        """What this source's sinks share with the run (the write stage opens them)."""
+        return SinkSetup(self.feed, self.on_quit, self.resumed, self.mqtt, self.check_folder)
+
+    def check_folder(self, folder: Path) -> None:
+        for check in self.folder_checks:
+            check(folder)
+
+    def stage_state(self, name: str):
+        """A source stage's state for this source (e.g. "events": its rules), None when it does not run."""
+        return None if self.stage_run is None else self.stage_run.state(name)
 
     def _connection(self, event: str, fields: dict) -> None:
         self.disconnected = event == "source_disconnected"
@@ -226,14 +241,11 @@ class Stream:
         self._maybe_end()
 
     def write(self, result: FrameResult) -> None:
-        """The result stages, in their order, on this stream's writer thread; each one's time is counted."""
+        """The source stages, in their order, on this stream's writer thread (`SourceStages`)."""
         if self.fenced:
             return
         try:
-            for stage in self.stages:
-                start = time.perf_counter()
-                stage(self, result)
-                self.numbers.times.stage(stage.name, (time.perf_counter() - start) * 1e3)
+            self.stage_run(result)
         except Fenced as e:  # the source moved to another worker while this one was cut off: stop writing it
             self.fenced = True
             self.halt.set()
@@ -272,10 +284,8 @@ class Stream:
             return
         self.closed = True
         self.numbers.ended = time.time()
-        for sink in self.sinks:
-            sink.close()
-        if self.threed is not None:
-            self.threed.close()
+        if self.stage_run is not None:
+            self.stage_run.close()
 
     # ------------------------------------------------------------------------------------------- numbers
 
@@ -286,11 +296,11 @@ class Stream:
 
     def output_stats(self) -> dict[str, dict]:
         """What the outputs that can refuse work (re-stream, MQTT, virtual camera) sent and dropped."""
-        return {sink.kind: stats for sink in self.sinks if (stats := sink.stats()) is not None}
+        return (self.stage_run.summary() if self.stage_run is not None else {}).get("outputs", {})
 
     def summary(self) -> dict:
-        """This source's part of summary.json: what it is, its numbers (`SourceNumbers.snapshot`), its outputs',
-        the temporal filter's and the latest events."""
+        """This source's part of summary.json: what it is, its numbers (`SourceNumbers.snapshot`), what its stages
+        add (outputs, the temporal filter, 3-D, event counts) and the latest events."""
         numbers = self.numbers.snapshot()
         for quiet in ("conversions", "left_unprocessed", "redrawn_frames"):  # said only when they happened
             if not numbers[quiet]:
@@ -302,10 +312,7 @@ class Stream:
             **numbers,
             "resumed_from_frame": self.resumed.next_frame if self.resumed else None,
             "detector": detector,
-            **({"outputs": outputs} if (outputs := self.output_stats()) else {}),
-            **({"temporal": self.temporal.summary()} if self.temporal is not None else {}),
-            **({"threed": self.threed.summary()} if self.threed is not None else {}),
-            **({"event_counts": self.events.counts()} if self.events is not None else {}),
+            **(self.stage_run.summary() if self.stage_run is not None else {}),
             "events": self.source.stats.events[-10:],
         }
         if self.error is not None:

@@ -11,10 +11,9 @@ import cv2
 import numpy as np
 
 from ..config import PipelineConfig
-from ..errors import Sapiens2StreamError
 from ..export.motion3d import write_mocap
 from ..threed import Lifter
-from ..threed.calibration import Camera, read_calibration
+from ..threed.calibration import camera_named
 from ..threed.floor import FloorFinder, world_from_camera
 from .results import FrameResult
 
@@ -24,13 +23,7 @@ REFIT_EVERY = 50  # frames between two fits of the floor
 class ThreeDRun:
     def __init__(self, cfg: PipelineConfig, camera_name: str) -> None:
         t = cfg.threed
-        self.camera: Camera | None = None
-        if t.calibration:
-            cameras = read_calibration(t.calibration)
-            if camera_name not in cameras:
-                raise Sapiens2StreamError(f"threed.calibration: no camera named {camera_name!r} in {t.calibration} "
-                                          f"(it has {', '.join(sorted(cameras)) or 'none'})")  # fmt: skip
-            self.camera = cameras[camera_name]
+        self.camera = camera_named(cfg.threed.calibration, camera_name)
         self.lifter = Lifter(None if self.camera is None else self.camera.matrix)
         self.floor = FloorFinder()
         self.out_dir = Path(cfg.outputs.dir)
@@ -54,7 +47,7 @@ class ThreeDRun:
         if result.pointmap is None:
             return
         people = [p for p in result.people if p.keypoints is not None]
-        keypoints = np.array([p.smoothed if p.smoothed is not None else p.keypoints for p in people])
+        keypoints = np.array([p.best_keypoints for p in people])
         keypoints = keypoints.reshape(-1, 308, 2)
         if self.camera is not None and self.camera.distorted and len(people):
             keypoints = self.camera.undistort(keypoints.reshape(-1, 2)).reshape(keypoints.shape)

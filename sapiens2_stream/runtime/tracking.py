@@ -18,23 +18,26 @@ AUTO_EVERY_BEHIND = 3  # detector.every: auto, while a live source is behind
 
 
 class SourceTracking:
-    def __init__(self, cfg: PipelineConfig, numbers: SourceNumbers, under_load: Callable[[], bool],
-                 first_track: int = 1) -> None:  # fmt: skip
-        """`under_load()`: whether the live source is behind now; `first_track`: the first track id (a camera
-        continued elsewhere keeps its ids apart from those already written)."""
+    def __init__(self, cfg: PipelineConfig, numbers: SourceNumbers, under_load: Callable[[], bool]) -> None:
+        """`under_load()`: whether the live source is behind now."""
         self.every, self.numbers, self.under_load = cfg.detector.every, numbers, under_load
         self.tracker = Tracker(cfg.tracker)
-        self.tracker.next_id = max(self.tracker.next_id, first_track)
         self.countdown = 0  # frames until the detector runs again
         self.replay: dict[int, dict] = {}  # frame index -> its record, for frames drawn again
 
-    def resume(self, resumed, smoother) -> None:
-        """Continue an interrupted run: its tracks and smoothers, the detector's phase, and the recorded frames some
-        video lacks (drawn again from their records, nothing recomputed but the dense layers)."""
+    def resume(self, resumed) -> None:
+        """Continue an interrupted run: its tracks, the detector's phase, and the recorded frames some video lacks
+        (drawn again from their records, nothing recomputed but the dense layers). The smooth stage restores its
+        smoothers from the same records."""
         fixed = 1 if self.every == "auto" else self.every
-        resumed.restore(self.tracker, smoother, fixed)
+        resumed.restore_tracker(self.tracker, fixed)
         self.countdown = -resumed.detect_phase % fixed
         self.replay = resumed.replayed()
+
+    def start_ids_at(self, first_track: int) -> None:
+        """New tracks get ids from `first_track` on (a camera continued on another fleet worker keeps its ids apart
+        from those already written)."""
+        self.tracker.next_id = max(self.tracker.next_id, first_track)
 
     def detector_every(self) -> int:
         if self.every == "auto":

@@ -60,6 +60,18 @@ class Camera:
         return replace(self, distortions=np.zeros_like(self.distortions), fisheye=False)
 
 
+def camera_named(calibration: str | None, name: str) -> Camera | None:
+    """The camera `name` of a calibration file (None without a file); a file that lacks it is a configuration
+    error naming the cameras it has."""
+    if not calibration:
+        return None
+    cameras = read_calibration(calibration)
+    if name not in cameras:
+        raise Sapiens2StreamError(f"threed.calibration: no camera named {name!r} in {calibration} "
+                                  f"(it has {', '.join(sorted(cameras)) or 'none'})")  # fmt: skip
+    return cameras[name]
+
+
 def read_calibration(path: str | Path) -> dict[str, Camera]:
     """Every camera table of a Calib.toml, by the camera's name (its `name` key, or the table's)."""
     path = Path(path)

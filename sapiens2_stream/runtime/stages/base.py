@@ -1,0 +1,104 @@
+"""What a stage is, and the one registry that puts the stages in order.
+
+A stage is a class registered with its place, `@register_stage("events", after="threed")`, and has the same four
+parts whatever it does:
+
+- `open(source) -> state`: what it keeps for one source (a tracker, a filter, open files), made when the source
+  starts; `enabled(cfg)` says whether it runs for that source at all, `check(cfg)` finds configuration errors
+  before anything is opened (said at `validate`, exit 2);
+- `__call__(state, item)`: its work on one item, in the source's frame order;
+- `close(state)`: once per source when the source ends, also after an interruption or a failure of the stage;
+- `replay`: whether results that `--resume` draws again (their people come from the interrupted run's records)
+  pass through it; a stage that only computes from people leaves them alone.
+
+Two scopes. `batch` stages (take, detect, track, infer) work on micro-batches of frames from every source, on the
+pipeline's loop (they are awaited; their state is the run's, opened once). `source` stages (temporal, smooth,
+threed, events, write, and users' own) work on one source's results in frame order on that source's writer
+thread; the runner (`stages.runner.SourceStages`) owns their order, timing, replay and failures: a stage that
+raises for one source is said once, counted, and left out for that source from then on (`summary.json`
+`errors`, /metrics, the console), while that source's other stages and every other source go on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from ...errors import Sapiens2StreamError
+
+Scope = Literal["batch", "source"]
+
+
+class Stage:
+    """The base of the built-in stages (users' stages need not inherit it: the four parts are enough)."""
+
+    name: ClassVar[str] = ""
+    after: ClassVar[str | None] = None  # the stage this one follows directly (None: the first)
+    scope: ClassVar[Scope] = "source"
+    apart: ClassVar[bool] = False  # batch stages: starts a lane of its own (infer overlaps the next detection)
+    replay: ClassVar[bool] = False  # results redrawn by --resume pass through it
+    builtin: ClassVar[bool] = True
+
+    def __init__(self, run=None) -> None:
+        """`run`: the pipeline (batch stages read its planner and models)."""
+        self.run = run
+
+    def enabled(self, cfg) -> bool:
+        """Whether the stage runs for a source of this (single-source) configuration."""
+        return True
+
+    def check(self, cfg) -> None:
+        """Configuration errors this stage can find without opening anything (raise Sapiens2StreamError)."""
+
+    def open(self, source) -> Any:
+        return None
+
+    def __call__(self, state, item):
+        raise NotImplementedError
+
+    def close(self, state) -> None:
+        pass
+
+    def summary(self, state) -> dict:
+        """What the stage adds to its source's part of summary.json."""
+        return {}
+
+
+REGISTRY: dict[str, type[Stage]] = {}
+
+
+def register_stage(name: str, after: str | None = None):
+    """Class decorator: a built-in stage named `name`, directly after the stage `after`."""
+
+    def register(cls: type[Stage]) -> type[Stage]:
+        if name in REGISTRY:
+            raise ValueError(f"a stage named {name!r} is registered already")
+        cls.name, cls.after = name, after
+        REGISTRY[name] = cls
+        return cls
+
+    return register
+
+
+def in_order(stages: list) -> list:
+    """Stages ordered by `after`, the built-in ones (any order) first placed, then users' in the order given: each
+    directly after its anchor and after users' stages already placed there (so users' stages keep their order),
+    before the built-in stage that follows the anchor."""
+    order: list = []
+    for group in ([s for s in stages if s.builtin], [s for s in stages if not s.builtin]):
+        pending = list(group)
+        while pending:
+            names = [s.name for s in order]
+            ready = next((s for s in pending if s.after is None or s.after in names), None)
+            if ready is None:
+                stage = pending[0]
+                raise Sapiens2StreamError(f"stages: {stage.name!r} is to run after {stage.after!r}, which is no "
+                                          f"stage (stages: {', '.join(names)})")  # fmt: skip
+            pending.remove(ready)
+            if ready.after is None:
+                order.append(ready)
+                continue
+            i = names.index(ready.after) + 1
+            while i < len(order) and order[i].after == ready.after and not order[i].builtin:
+                i += 1
+            order.insert(i, ready)
+    return order

@@ -1,0 +1,34 @@
+"""People boxes from the one detector that every source shares."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from .base import Stage, register_stage
+from .handoff import Item
+
+
+@register_stage("detect", after="take")
+class Detect(Stage):
+    """People boxes of the detector frames, on the detector's own thread (one detector shared by every source);
+    which frames are detector frames is each source's tracking's say (`detector.every`)."""
+
+    scope = "batch"
+
+    def open(self, run):
+        return run.planner
+
+    async def __call__(self, planner, items: list[Item]) -> list[Item]:
+        start = time.perf_counter()
+        for item in items:
+            item.detect = item.stream.tracking.needs_detection(item.frame)
+        frames = [i.frame.rgb for i in items if i.detect]
+        if frames:
+            run = self.run
+            found = await asyncio.get_running_loop().run_in_executor(run.loaded.detect_thread, run.detector.detect,
+                                                                     frames)  # fmt: skip
+            for item, boxes in zip((i for i in items if i.detect), found, strict=True):
+                item.detections = boxes
+        planner.observe_detection(time.perf_counter() - start)
+        return items

@@ -1,0 +1,31 @@
+"""Keypoint smoothing per track (`smoothing:`)."""
+
+from __future__ import annotations
+
+from ...config import SmoothingConfig
+from ...io.sink import as_recorded
+from ...track import OnlineSmoother
+from ..results import FrameResult
+from .base import Stage, register_stage
+
+
+@register_stage("smooth", after="temporal")
+class Smooth(Stage):
+    """The source's keypoint smoother, per track (an ended track's filter is dropped). A resumed run's smoothers
+    are restored from the interrupted run's records; results it redraws keep their recorded smoothed keypoints."""
+
+    Options = SmoothingConfig
+
+    def open(self, stream) -> OnlineSmoother:
+        sm = stream.cfg.smoothing
+        smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
+        if stream.resumed is not None:
+            stream.resumed.restore_smoother(smoother)
+        return smoother
+
+    def __call__(self, smoother: OnlineSmoother, result: FrameResult) -> None:
+        for track_id in result.ended_tracks:
+            smoother.drop(track_id)
+        for p in result.people:
+            if p.keypoints is not None:
+                p.smoothed = smoother(p.track_id, *as_recorded(result.frame.pts_s, p.keypoints, p.keypoint_scores))

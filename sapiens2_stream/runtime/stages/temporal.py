@@ -1,0 +1,29 @@
+"""The temporal filter of the dense outputs: steady matte, part labels, normals and depth (`temporal:`)."""
+
+from __future__ import annotations
+
+from ...config import TemporalConfig
+from ..results import FrameResult
+from ..temporal_filter import TemporalFilter, filtered_outputs
+from .base import Stage, register_stage
+
+
+@register_stage("temporal", after="infer")
+class Temporal(Stage):
+    """The source's temporal filter. Results redrawn by --resume pass through it too: their dense outputs were
+    computed again and are steadied like the others."""
+
+    Options = TemporalConfig
+    replay = True
+
+    def enabled(self, cfg) -> bool:
+        return bool(filtered_outputs(cfg))
+
+    def open(self, stream) -> TemporalFilter:
+        return TemporalFilter(stream.cfg.temporal, filtered_outputs(stream.cfg))
+
+    def __call__(self, state: TemporalFilter, result: FrameResult) -> None:
+        state.apply(result)
+
+    def summary(self, state: TemporalFilter) -> dict:
+        return {"temporal": state.summary()}

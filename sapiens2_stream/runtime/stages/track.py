@@ -1,0 +1,19 @@
+"""Track ids for the people of each frame, from each source's own tracker."""
+
+from __future__ import annotations
+
+from .base import Stage, register_stage
+from .handoff import Item
+
+
+@register_stage("track", after="detect")
+class TrackStage(Stage):
+    """Each source's tracker (`Stream.tracking`: the detector's schedule, the tracker and the records a resumed
+    run draws again): track ids for the people of each frame, and the tracks that ended."""
+
+    scope = "batch"
+
+    async def __call__(self, _, items: list[Item]) -> list[Item]:
+        for item in items:
+            item.people, item.ended = item.stream.tracking.track(item.frame, item.detections if item.detect else None)
+        return items
