@@ -130,10 +130,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def exit_code(summary: dict) -> int:
-    """130 when interrupted, 3 when a stage failed for some source (the rest of the run was done), else 0."""
-    if summary["interrupted"]:
-        return EXIT_INTERRUPTED
-    return EXIT_STAGE_FAILED if summary.get("errors") else EXIT_OK
+    """3 when a stage failed for some source (the rest of the run was done; also when the run was then stopped, as
+    a live run always is, so that a supervisor notices), 130 when interrupted, else 0."""
+    if summary.get("errors"):
+        return EXIT_STAGE_FAILED
+    return EXIT_INTERRUPTED if summary["interrupted"] else EXIT_OK
 
 
 def cmd_batch(args: argparse.Namespace) -> int:

@@ -57,7 +57,7 @@ Above0 = Annotated[float, Field(gt=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
 Count = Annotated[int, Field(ge=1)]
 Port = Annotated[int, Field(ge=0, le=65535)]
-Switch = Annotated[bool, BeforeValidator(as_bool)]
+Switch = Annotated[bool | Literal["on", "off"], BeforeValidator(as_bool)]  # (YAML 1.2 editors read on as "on")
 
 Points = list[Annotated[list[float], Field(min_length=2, max_length=2)]]
 
@@ -180,7 +180,7 @@ class ModelSection:
     """One task's model (`models.<task>`)."""
 
     source: str = ""  # hub id, folder or .safetensors file
-    flip: Annotated[Literal["on", "off", "auto"], BeforeValidator(on_off)] = "auto"  # flip TTA; auto turns it off
+    flip: Annotated[Literal["on", "off", "auto"] | bool, BeforeValidator(on_off)] = "auto"  # flip TTA; auto turns it off
     # when a live source falls behind
     max_batch: Count = 8  # crops (pose) or frames (dense tasks) per forward
     input_size: Annotated[list[Annotated[int, Field(ge=16)]], Field(min_length=2, max_length=2)] = field(
@@ -205,7 +205,7 @@ class SmoothingConfig:
     min_score: AtLeast0 = 0.3  # keypoints below this predict only
 
 
-Mode = Annotated[Literal["auto", "on", "off"], BeforeValidator(on_off)]
+Mode = Annotated[Literal["auto", "on", "off"] | bool, BeforeValidator(on_off)]  # (YAML 1.1 reads on as true)
 
 
 @dataclass

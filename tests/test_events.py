@@ -218,15 +218,15 @@ def test_a_zone_in_metres_on_the_floor():
 
 def test_each_camera_may_have_its_own_rules():
     """`events:` under a source replaces the pipeline's for that camera (each has its own picture)."""
-    from sapiens2_stream.config import PipelineConfig, from_dict
+    from sapiens2_stream.config import EventsConfig, PipelineConfig, from_dict
 
     door = {"lines": {"door": {"points": [[0.5, 0], [0.5, 1]]}}}
     bay = {"zones": {"bay": {"polygon": [[0, 0], [1, 0], [1, 1]]}}}
     sources = [{"name": "a", "uri": "a.mp4"}, {"name": "b", "uri": "b.mp4", "events": bay}]
     cfg = from_dict(PipelineConfig, {"sources": sources, "events": door})
-    assert [c.events for c in cfg.per_source()] == [door, bay]
+    assert [c.events for c in cfg.per_source()] == [from_dict(EventsConfig, door), from_dict(EventsConfig, bay)]
     single = from_dict(PipelineConfig, {"source": {"uri": "a.mp4", "events": bay}, "events": door})
-    assert single.per_source()[0].events == bay
+    assert single.per_source()[0].events == from_dict(EventsConfig, bay)
 
 
 @pytest.mark.parametrize("config,message", [
@@ -442,7 +442,7 @@ def test_the_events_stage_finds_the_feet_on_the_floor():
     """What the events stage gives a floor zone: the mid-point of a person's confident feet in 3-D, through the
     3-D stage's world frame; nothing without keypoints_3d or a world frame."""
     from sapiens2_stream.runtime.results import Person
-    from sapiens2_stream.runtime.stages import feet_on_floor
+    from sapiens2_stream.runtime.stages.events import feet_on_floor
 
     xyz, confidence = np.full((308, 3), np.nan), np.zeros(308)
     for name, point in {"left_heel": (0.0, 0.0, 4.0), "right_heel": (0.2, 0.0, 4.0), "left_big_toe": (0.0, 0.0, 3.8),

@@ -108,6 +108,7 @@ DETECT_S = 4.0
 def cluster():
     ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
     temp = tempfile.mkdtemp(prefix="rayf", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
+    os.makedirs("/tmp/ray", exist_ok=True)  # where Ray notes the cluster's address (made by an earlier Ray, or not)
     cluster = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={
         "num_cpus": 0, "node_ip_address": "127.0.0.1", "temp_dir": temp, "include_dashboard": False,
         "_system_config": HEALTH})  # fmt: skip

@@ -98,10 +98,13 @@ def record(result, source_id: str, model_ids: dict[str, str]) -> dict:
                 **({} if getattr(p, "keypoints_3d", None) is None else {
                     "keypoints_3d": rounded_points(p.keypoints_3d, METRE_DIGITS), "keypoints_3d_frame": "camera",
                     "keypoints_3d_confidence": rounded(p.keypoints_3d_confidence, SCORE_DIGITS)}),
+                **({"extra": p.extra} if getattr(p, "extra", None) else {}),  # what users' stages added
             }
             for p in result.people
         ],
     }  # fmt: skip
     if result.seg is not None:
         rec["seg_pixels"] = seg_counts(result.seg)
+    if getattr(result, "extra", None):
+        rec["extra"] = result.extra  # what users' stages added to the frame
     return rec

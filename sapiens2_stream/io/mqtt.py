@@ -112,6 +112,8 @@ class MqttSink(Sink):
             index = self.coco if self.keypoints == "coco17" else slice(None)
             xy, sc = np.asarray(kp)[index], np.asarray(p.keypoint_scores)[index]
             out["keypoints"] = np.round(np.column_stack([xy, sc]), 3).tolist()  # [x, y, score], smoothed px
+        if getattr(p, "extra", None):
+            out["extra"] = p.extra  # what users' stages added
         return out
 
     def write(self, result) -> None:
@@ -129,6 +131,8 @@ class MqttSink(Sink):
                    "wall": round(frame.wall_s, 3), "people": [self.person(p) for p in result.people]}  # fmt: skip
         if result.seg is not None:
             message["seg_pixels"] = seg_counts(result.seg)
+        if getattr(result, "extra", None):
+            message["extra"] = result.extra
         self._send(self.frames_topic, message)
         for event in result.events:  # zones, lines, poses (the events: section)
             self._send(self.events_topic, {"event": event["kind"], **event}, qos=1)
