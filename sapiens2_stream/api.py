@@ -41,6 +41,7 @@ import numpy as np
 from .config import DEFAULT_FPS, ApiOptions, config_from, from_dict, parse_yaml, set_value, temporal_outputs
 from .errors import Sapiens2StreamError
 from .io.jsonl import record
+from .io.sink import best_keypoints
 from .io.sources import Feed, forget_feed, register_feed
 from .models.metadata import pose_metadata
 from .models.tasks import hub_id
@@ -97,7 +98,7 @@ class Result:
         detections = sv.Detections(xyxy=xyxy, confidence=np.array([p.score for p in self.people], np.float32),
                                    class_id=np.zeros(len(self.people), int),
                                    tracker_id=np.array([p.track_id for p in self.people], int))  # fmt: skip
-        points = [p.best_keypoints for p in self.people]
+        points = [best_keypoints(p) for p in self.people]
         xy = np.array(points, np.float32).reshape(-1, 308, 2)
         scores = np.array([p.keypoint_scores for p in self.people], np.float32).reshape(-1, 308)
         return detections, sv.KeyPoints(xy=xy, class_id=np.zeros(len(self.people), int), keypoint_confidence=scores,

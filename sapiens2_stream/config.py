@@ -175,16 +175,18 @@ class TrackerConfig:
     min_hits: Count = 1  # report a track after this many matches
 
 
+InputSize = Annotated[list[Annotated[int, Field(ge=16)]], Field(min_length=2, max_length=2)]
+
+
 @dataclass
 class ModelSection:
     """One task's model (`models.<task>`)."""
 
     source: str = ""  # hub id, folder or .safetensors file
-    flip: Annotated[Literal["on", "off", "auto"] | bool, BeforeValidator(on_off)] = "auto"  # flip TTA; auto turns it off
-    # when a live source falls behind
+    flip: Annotated[Literal["on", "off", "auto"] | bool, BeforeValidator(on_off)] = "auto"  # flip TTA; auto turns
+    # it off when a live source falls behind
     max_batch: Count = 8  # crops (pose) or frames (dense tasks) per forward
-    input_size: Annotated[list[Annotated[int, Field(ge=16)]], Field(min_length=2, max_length=2)] = field(
-        default_factory=lambda: [1024, 768])  # model input (height, width), multiples of 16
+    input_size: InputSize = field(default_factory=lambda: [1024, 768])  # model input (height, width), multiples of 16
 
 
 # models: one optional section per task of the table (models/tasks.py), in its order
@@ -432,7 +434,7 @@ class FleetConfig:
     # cameras fit elsewhere
     pins: dict[str, str] = field(default_factory=dict)  # camera -> Ray node id (hex): tried first, not required
     detect_s: Above0 = 5.0  # how fast a lost node is noticed (Ray's health checks for --ray local; call timeouts)
-    camera_fps: Above0 = 25.0  # a camera's frames/s when neither source.fps nor its stream says
+    camera_fps: Above0 = DEFAULT_FPS  # a camera's frames/s when neither source.fps nor its stream says
     max_result_age_s: Above0 = 10.0  # /healthz: a camera without a result for longer than this is unhealthy
 
 

@@ -25,12 +25,15 @@ def leaf_keys(cls, prefix=""):
     from sapiens2_stream import config
 
     hints = typing.get_type_hints(cls, vars(config))
+    aliases = {n: info.alias for n, info in getattr(cls, "__pydantic_fields__", {}).items() if info.alias}
     for f in dataclasses.fields(cls):
+        key = aliases.get(f.name, f.name)  # as the YAML spells it (events.lines.NAME.in)
         inner = [a for a in (hints[f.name], *typing.get_args(hints[f.name])) if dataclasses.is_dataclass(a)]
-        if inner:
-            yield from leaf_keys(inner[0], f"{prefix}{f.name}.")
+        if inner:  # a section; a mapping of sections by name (events.zones.NAME.polygon)
+            each = ".NAME." if typing.get_origin(hints[f.name]) is dict else "."
+            yield from leaf_keys(inner[0], f"{prefix}{key}{each}")
         else:
-            yield f"{prefix}{f.name}", f
+            yield f"{prefix}{key}", f
 
 
 def test_the_yaml_reference_lists_every_key_with_its_type_default_and_meaning():

@@ -68,7 +68,6 @@ def cases(schema, node, path, put):
     enums = [v for o in options for v in o.get("enum", [])] + [o["const"] for o in options if "const" in o]
     if not types and not enums:
         return  # takes anything (outputs.matting.background: a colour, a path or "blur")
-    wrong = {"string": 12345, "integer": "x", "number": "x", "boolean": "maybe", "array": "x", "object": "x"}
     bad = "x" if "string" not in types and not (enums and "x" in enums) else ([] if "array" not in types else 7.5)
     if types == {"string"} and enums:
         bad = "no-such-choice"

@@ -52,7 +52,7 @@ def test_auto_steadies_videos_and_cameras_not_photo_folders(tiny_dir, tmp_path):
     [
         ({"seg": "on"}, "temporal.seg is on but models.seg is not enabled"),
         ({"new_weight": 0}, "temporal.new_weight must be above 0"),
-        ({"seg_width": 8}, "temporal.seg_width at least 16"),
+        ({"seg_width": 8}, "temporal.seg_width must be at least 16"),
         ({"width": 8}, "temporal.width must be at least 32"),
     ],
 )

@@ -276,6 +276,7 @@ def test_a_run_with_calibrated_sources_writes_its_moments(tmp_path, tiny_dir):
         "threed": {"calibration": str(tmp_path / "Calib.toml")},
     })  # fmt: skip
     pipeline = Pipeline(cfg)
+    pipeline.open()  # the live motion-capture group is made when the run opens its cameras
     published = []
     pipeline.mocap.mqtt = type("Client", (), {"publish": lambda self, topic, message: published.append(topic)})()
     summary = pipeline.run()

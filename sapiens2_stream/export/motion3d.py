@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import DEFAULT_FPS
 from ..io import track_files
 from ..threed.floor import FloorFinder, transform, world_from_camera
 from .skeletons import HALPE_26, Layout, Point
@@ -44,7 +45,7 @@ def markers(xyz: np.ndarray, layout: list[Point] = HALPE_26) -> np.ndarray:
     return out
 
 
-def rate_of(times: np.ndarray, default: float = 30.0) -> float:
+def rate_of(times: np.ndarray, default: float = DEFAULT_FPS) -> float:
     span = times[-1] - times[0] if len(times) > 1 else 0.0
     return (len(times) - 1) / span if span > 0 else default
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..config import MqttOutput
 from ..errors import Sapiens2StreamError
 from ..models.metadata import pose_metadata
-from .sink import Sink, rounded, seg_counts
+from .sink import Sink, best_keypoints, rounded, seg_counts
 
 
 class MqttClient:
@@ -107,7 +107,7 @@ class MqttSink(Sink):
 
     def person(self, p) -> dict:
         out = {"track_id": p.track_id, "box": rounded(p.box), "score": round(float(p.score), 4)}
-        kp = p.best_keypoints
+        kp = best_keypoints(p)
         if self.keypoints != "none" and kp is not None:
             index = self.coco if self.keypoints == "coco17" else slice(None)
             xy, sc = np.asarray(kp)[index], np.asarray(p.keypoint_scores)[index]

@@ -31,7 +31,7 @@ from .video_sinks import (
     layers,
     matte_composite,
 )
-from .virtualcam import VirtualCameraSink, camera_fps
+from .virtualcam import VirtualCameraSink, camera_fps, open_camera_module
 from .webhooks import WebhookSink
 
 
@@ -56,6 +56,15 @@ def matting_background(background):
             raise Sapiens2StreamError(f"outputs.matting.background: cannot read image {background!r}")
         return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
     return tuple(background) if isinstance(background, (list, tuple)) else background
+
+
+def check_sinks(cfg: PipelineConfig) -> None:
+    """What the outputs can say is wrong before any is opened: a matting background that cannot be read, a virtual
+    camera that cannot exist here."""
+    if cfg.models.matting is not None:
+        matting_background(cfg.outputs.matting.background)
+    if cfg.outputs.virtual_camera.enabled:
+        open_camera_module(cfg.outputs.virtual_camera.backend)
 
 
 @dataclass

@@ -40,6 +40,12 @@ def rounded_points(a: np.ndarray, digits: int) -> list:
     return [None if not np.isfinite(p).all() else [round(float(v), digits) for v in p] for p in np.asarray(a)]
 
 
+def best_keypoints(person) -> np.ndarray | None:
+    """A person's smoothed keypoints where the smoother ran, else the raw ones: what drawing, events, 3-D, MQTT and
+    the Python API's supervision output use."""
+    return person.smoothed if person.smoothed is not None else person.keypoints
+
+
 def as_recorded(pts_s: float, keypoints: np.ndarray, scores: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     """A person's time, keypoints and scores exactly as the JSONL records them. The smoother takes these, so a
     resumed run that replays the records reproduces its state bit for bit (a score rounded across the gating

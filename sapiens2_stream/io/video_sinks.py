@@ -13,7 +13,7 @@ import torch
 
 from ..processing.dense import composite
 from .draw import depth_image, draw_box, draw_pose, draw_rules, draw_seg, draw_views_3d, normals_image
-from .sink import Sink
+from .sink import Sink, best_keypoints
 from .video_feed import VideoFeed
 from .video_writer import VideoWriter
 
@@ -40,7 +40,7 @@ def annotate(result, draw: list[str], threshold: float, background=GREEN_SCREEN)
     for p in result.people:
         if "boxes" in draw:
             draw_box(img, p.box, f"id {p.track_id}")
-        kp = p.best_keypoints
+        kp = best_keypoints(p)
         if "pose" in draw and kp is not None:
             draw_pose(img, kp, p.keypoint_scores, threshold)
     if "view_3d" in draw:

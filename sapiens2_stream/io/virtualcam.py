@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import DEFAULT_FPS
 from ..errors import Sapiens2StreamError
 from .sink import Sink
 
@@ -110,4 +111,4 @@ class VirtualCameraSink(Sink):
 
 def camera_fps(setting: float | str, source_fps: float | None) -> float:
     """`fps: auto` is the source's rate (30 when it does not say)."""
-    return float(source_fps or 30.0) if setting == "auto" else float(setting)
+    return float(source_fps or DEFAULT_FPS) if setting == "auto" else float(setting)

@@ -22,12 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import PipelineConfig
+from ..config import DEFAULT_FPS, PipelineConfig
 from ..errors import Sapiens2StreamError
 from ..export.motion3d import write_track
 from ..export.sync import sound_offsets, soundtrack
 from ..export.vmc import OscSender
 from ..io.jsonl import write_line
+from ..io.sink import best_keypoints
 from ..io.sources import LIVE_KINDS, source_kind
 from ..threed import Triangulator
 from ..threed.calibration import read_calibration
@@ -76,7 +77,7 @@ def result_view(result) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     [P, 308], and where the single-camera 3-D stage ran, their lifted keypoints [P, 308, 3] (camera frame, NaN where
     not known), else None."""
     people = [p for p in result.people if p.keypoints is not None]
-    keypoints = np.array([p.best_keypoints for p in people])
+    keypoints = np.array([best_keypoints(p) for p in people])
     scores = np.array([p.keypoint_scores for p in people]).reshape(-1, 308)
     lifted = None
     if people and all(p.keypoints_3d is not None for p in people):
@@ -91,7 +92,7 @@ class LiveMocap(Observer):
         cameras = read_calibration(t.calibration)
         self.group = group
         self.triangulator = Triangulator({name: cameras[name] for name in group})
-        fastest = max((r for r in rates.values() if r), default=25.0)
+        fastest = max((r for r in rates.values() if r), default=DEFAULT_FPS)
         self.max_skew_s = 0.5 / fastest if t.max_skew_s == "auto" else float(t.max_skew_s)
         self.offsets, self.sync = file_offsets(cfg, group)
         self.waiting: dict[str, deque] = {name: deque() for name in group}  # (time, view, arrived): view as

@@ -22,12 +22,6 @@ class Person:
     keypoints_3d_confidence: np.ndarray | None = None  # [K] in [0, 1]; halved where the joint was hidden
     extra: dict = field(default_factory=dict)  # what users' stages add about this person (records: `extra`)
 
-    @property
-    def best_keypoints(self) -> np.ndarray | None:
-        """The smoothed keypoints where the smoother ran, else the raw ones: what drawing, events, 3-D and MQTT
-        use."""
-        return self.smoothed if self.smoothed is not None else self.keypoints
-
 
 @dataclass
 class FrameResult:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..config import PipelineConfig
 from ..export.motion3d import write_mocap
+from ..io.sink import best_keypoints
 from ..threed import Lifter
 from ..threed.calibration import camera_named
 from ..threed.floor import FloorFinder, world_from_camera
@@ -47,7 +48,7 @@ class ThreeDRun:
         if result.pointmap is None:
             return
         people = [p for p in result.people if p.keypoints is not None]
-        keypoints = np.array([p.best_keypoints for p in people])
+        keypoints = np.array([best_keypoints(p) for p in people])
         keypoints = keypoints.reshape(-1, 308, 2)
         if self.camera is not None and self.camera.distorted and len(people):
             keypoints = self.camera.undistort(keypoints.reshape(-1, 2)).reshape(keypoints.shape)

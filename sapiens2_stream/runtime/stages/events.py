@@ -9,6 +9,7 @@ import numpy as np
 from ...config import EventsConfig
 from ...events import EventRules
 from ...events.rules import FEET, ids
+from ...io.sink import best_keypoints
 from ..results import FrameResult, Person
 from .base import Stage, register_stage
 
@@ -46,7 +47,7 @@ class Events(Stage):
             state.rules = EventRules(state.cfg, (w, h), state.patience_s)
         rules = state.rules
         world = result.world_from_camera if rules.on_floor else None  # feet found only for floor zones
-        people = [(p.track_id, p.best_keypoints, p.keypoint_scores, np.r_[p.box[:2], p.box[:2] + p.box[2:]],
+        people = [(p.track_id, best_keypoints(p), p.keypoint_scores, np.r_[p.box[:2], p.box[:2] + p.box[2:]],
                    feet_on_floor(p, world)) for p in result.people if p.keypoints is not None]  # fmt: skip
         result.events = [{**e, "source": state.label, "frame": result.frame.index}
                          for e in rules.update(result.frame.pts_s, people)]  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import OutputsConfig
-from ...io.outputs import make_sinks
+from ...io.outputs import check_sinks, make_sinks
 from ...io.sink import Sink
 from ..results import FrameResult
 from .base import Stage, register_stage
@@ -25,6 +25,9 @@ class Write(Stage):
 
     Options = OutputsConfig
     replay = True
+
+    def check(self, cfg) -> None:
+        check_sinks(cfg)
 
     def open(self, stream) -> SourceOutputs:
         return SourceOutputs(stream, make_sinks(stream.cfg, stream.source, stream.sink_setup()))
