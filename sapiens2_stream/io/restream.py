@@ -18,6 +18,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..config import DEFAULT_FPS, StreamOutput
+from .backoff import Backoff
 from .pixels import encodable
 from .pyav import av
 from .sink import Sink
@@ -96,7 +97,7 @@ class RestreamSink(Sink):
                 pass
 
     def _run(self) -> None:
-        wait = self.cfg.reconnect.initial_s
+        backoff = Backoff(self.cfg.reconnect.initial_s, self.cfg.reconnect.max_s)
         while True:
             item = self._next()
             if item is None:
@@ -109,15 +110,14 @@ class RestreamSink(Sink):
                 self.dropped += 1  # the frame being sent
                 self.events.append(f"stream {self.url}: {getattr(e, 'strerror', None) or e}; reconnecting")
             if self.sent > sent:  # it was connected: start the backoff again
-                wait = self.cfg.reconnect.initial_s
-            deadline = time.monotonic() + wait
+                backoff.reset()
+            deadline = time.monotonic() + backoff.next()
             while time.monotonic() < deadline and not self.closing.is_set():  # the server is away: drop, count
                 try:
                     self.frames.get(timeout=0.05)
                     self.dropped += 1
                 except queue.Empty:
                     pass
-            wait = min(wait * 2, self.cfg.reconnect.max_s)
 
     def close(self) -> None:
         self.closing.set()

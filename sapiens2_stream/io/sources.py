@@ -21,6 +21,7 @@ import numpy as np
 
 from ..config import DEFAULT_FPS, SourceConfig
 from ..errors import Sapiens2StreamError
+from .backoff import Backoff
 from .pixels import rgb_of
 from .pyav import av
 from .upright import UPRIGHT, Orientation, display_orientation, exif_orientation, pixel_aspect, square_pixels
@@ -351,7 +352,8 @@ class Source:
         reconnects, and re-based whenever the stream's clock jumps, so pts always increases.
         """
         rc = self.cfg.reconnect
-        index, wait, start = self.cfg.start_frame, rc.initial_s, time.time()  # a continued camera keeps numbering
+        index, start = self.cfg.start_frame, time.time()  # a continued camera keeps numbering
+        backoff = Backoff(rc.initial_s, rc.max_s)
         last_frame_wall: float | None = None
         last_pts: float | None = None
         while not stop.is_set() and not self._limit_reached(index):
@@ -381,7 +383,7 @@ class Source:
                                 offset = last_pts + max(now - last_frame_wall, 1e-3) - stream_t
                                 pts = stream_t + offset
                             last_frame_wall, last_pts = now, pts
-                            wait = rc.initial_s
+                            backoff.reset()
                             turn = turn or display_orientation(vf)
                             yield self._emit(index, pts, self._picture(vf, sar, turn))
                             index += 1
@@ -396,8 +398,7 @@ class Source:
                 self.stats.events.append(f"gave up after {silent_for:.1f}s without frames")
                 return
             self.stats.reconnects += 1
-            stop.wait(wait)
-            wait = min(wait * 2, rc.max_s)
+            stop.wait(backoff.next())
 
 
 def _reason(e: BaseException) -> str:

@@ -17,6 +17,7 @@ import urllib.request
 from collections import deque
 
 from ..config import WebhooksOutput
+from .backoff import Backoff
 from .sink import Sink
 
 
@@ -45,7 +46,7 @@ class WebhookSink(Sink):
             self.wake.notify()
 
     def _send_all(self) -> None:
-        backoff = {url: 0.0 for url in self.queues}
+        backoff = {url: Backoff(0.1, self.cfg.max_backoff_s) for url in self.queues}
         retry_at = {url: 0.0 for url in self.queues}
         inflight: dict[str, dict | None] = {url: None for url in self.queues}  # taken from its queue, being tried
         while True:
@@ -65,11 +66,10 @@ class WebhookSink(Sink):
                 if self._post(url, event):
                     inflight[url] = None
                     self.sent += 1
-                    backoff[url] = 0.0
+                    backoff[url].reset()
                 else:
                     self.failed += 1
-                    backoff[url] = min(max(backoff[url] * 2, 0.1), self.cfg.max_backoff_s)
-                    retry_at[url] = now + backoff[url]
+                    retry_at[url] = now + backoff[url].next()
             waits = [retry_at[u] - time.monotonic() for u, e in inflight.items() if e is not None]
             if waits and min(waits) > 0:
                 time.sleep(min(min(waits), 0.5))

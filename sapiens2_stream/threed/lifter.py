@@ -60,7 +60,7 @@ DEPTH_FILTER = {"q_steady": 1e-2, "q_turn": 30.0, "r": 4e-4, "v0": 1.0, "switch"
 TYPICAL = np.array(list(body.BONE_LENGTH_M.values()))
 
 
-class Track:
+class LiftedTrack:
     """One person's state over time: learned bone lengths, last depths and the depth filter."""
 
     def __init__(self) -> None:
@@ -95,7 +95,7 @@ class Lifter:
     def __init__(self, intrinsics: np.ndarray | None = None) -> None:
         self.given = None if intrinsics is None else np.asarray(intrinsics, np.float64)
         self.estimate = IntrinsicsEstimate()
-        self.tracks: dict[int, Track] = {}
+        self.tracks: dict[int, LiftedTrack] = {}
         self.frame_scale = FrameScale()
 
     @property
@@ -132,7 +132,7 @@ class Lifter:
         if intrinsics is None or people == 0:
             return xyz, confidence
         for p in range(people):
-            track = self.tracks.setdefault(int(track_ids[p]), Track())
+            track = self.tracks.setdefault(int(track_ids[p]), LiftedTrack())
             mask = None if masks is None else masks[p]
             centre = None if track.depth is None else np.nanmedian(track.depth[body.joint_ids()]) * (scale or 1.0)
             surface, own = surface_depths(keypoints[p], scores[p], pointmap, mask, centre)
@@ -142,7 +142,7 @@ class Lifter:
             xyz[p] = depth[:, None] * ray
         return xyz, confidence
 
-    def _person(self, track: Track, keypoints, scores, surface, own, by_bones: bool, intrinsics, ray,
+    def _person(self, track: LiftedTrack, keypoints, scores, surface, own, by_bones: bool, intrinsics, ray,
                 time_s) -> tuple:  # fmt: skip
         """One person's [308] depths and confidences from its surface depths (already divided by the frame's scale
         when the background gave one; `by_bones`: the person's bones must remove it instead); `ray`: the rays
