@@ -23,7 +23,6 @@ from typing import Annotated, Any, Literal
 import pydantic
 import yaml
 from pydantic import BeforeValidator, ConfigDict, Field
-from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from .errors import Sapiens2StreamError
 from .models.tasks import pipeline_tasks
@@ -31,15 +30,22 @@ from .models.tasks import pipeline_tasks
 DEFAULT_FPS = 30.0  # the frame rate assumed where a source does not say (image folders, streams without a rate,
 # the Python API's pictures)
 
-SCHEMA = ConfigDict(extra="forbid", defer_build=True)  # every section: unknown keys refused, built on first use
+SCHEMA = ConfigDict(extra="forbid")  # every section: unknown keys refused
 
 
-def dataclass(cls=None, **options):
-    """A section of the schema: a pydantic dataclass with unknown keys refused (still a dataclass: `replace`,
-    `fields` and `vars` work as on any)."""
-    if cls is None:
-        return lambda c: pydantic_dataclass(c, config=SCHEMA, **options)
-    return pydantic_dataclass(cls, config=SCHEMA, **options)
+def dataclass(cls: type) -> type:
+    """A section of the schema: a plain dataclass (made as any, `replace`d as any) that pydantic validates, unknown
+    keys refused, when a YAML is read (`from_dict`). Plain rather than pydantic's own dataclasses: the schema is
+    built once, when first needed, not class by class at import (`validate` stays quick)."""
+    if not dataclasses.is_dataclass(cls):
+        cls = dataclasses.dataclass(cls)
+    cls.__pydantic_config__ = SCHEMA
+    return cls
+
+
+def yaml_key(f: dataclasses.Field) -> str:
+    """A field's key as the YAML spells it (an alias where the name is Python's: `in`, `out`)."""
+    return f.metadata.get("alias", f.name)
 
 
 def on_off(value: Any) -> Any:
@@ -81,8 +87,9 @@ class LineConfig:
 
     points: Points | None = None  # [[x, y], [x, y]]: start and end (pixels or 0-1 of the frame)
     anchor: str = "feet"  # where a person is (as for zones)
-    in_name: str = Field("in", alias="in")  # what a crossing from the right of start->end to its left is called
-    out_name: str = Field("out", alias="out")  # and the other way
+    in_name: str = field(default="in", metadata={"alias": "in"})  # what a crossing from the right of start->end to
+    # its left is called
+    out_name: str = field(default="out", metadata={"alias": "out"})  # and the other way
     min_s: AtLeast0 = 0.2  # on the other side this long before it counts
     margin_px: AtLeast0 = 4.0  # a dead band either side of the line (pixels): standing on it counts nothing
 
@@ -545,16 +552,12 @@ def from_dict(cls: type, data: dict, path: str = "") -> Any:
 
 
 def _fields(cls: type) -> dict[str, tuple[str, Any]]:
-    """A section's keys as the YAML spells them (aliases) -> (field name, type without bounds)."""
+    """A section's keys as the YAML spells them (aliases) -> (field name, type without bounds); also of a user's
+    pydantic model."""
     hints = typing.get_type_hints(cls)
-    infos = getattr(cls, "__pydantic_fields__", None) or getattr(cls, "model_fields", {})
-    keys = {}
-    for name, tp in hints.items():
-        info = infos.get(name)
-        if info is None and not dataclasses.is_dataclass(cls):
-            continue
-        keys[(info.alias if info is not None and info.alias else name)] = (name, tp)
-    return keys
+    if dataclasses.is_dataclass(cls):
+        return {yaml_key(f): (f.name, hints[f.name]) for f in dataclasses.fields(cls)}
+    return {(info.alias or name): (name, hints[name]) for name, info in getattr(cls, "model_fields", {}).items()}
 
 
 def _walk(cls: type, loc: tuple) -> tuple[list, Any, type | None]:

@@ -24,7 +24,7 @@ def json_schema() -> dict:
         if cls is None:
             continue
         comments = field_comments(cls)
-        aliases = {f.alias or n: n for n, f in getattr(cls, "__pydantic_fields__", {}).items()}
+        aliases = {config.yaml_key(f): f.name for f in dataclasses.fields(cls)}
         for key, prop in definition.get("properties", {}).items():
             text = comments.get(aliases.get(key, key))
             if text:

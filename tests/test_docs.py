@@ -25,9 +25,8 @@ def leaf_keys(cls, prefix=""):
     from sapiens2_stream import config
 
     hints = typing.get_type_hints(cls, vars(config))
-    aliases = {n: info.alias for n, info in getattr(cls, "__pydantic_fields__", {}).items() if info.alias}
     for f in dataclasses.fields(cls):
-        key = aliases.get(f.name, f.name)  # as the YAML spells it (events.lines.NAME.in)
+        key = f.metadata.get("alias", f.name)  # as the YAML spells it (events.lines.NAME.in)
         inner = [a for a in (hints[f.name], *typing.get_args(hints[f.name])) if dataclasses.is_dataclass(a)]
         if inner:  # a section; a mapping of sections by name (events.zones.NAME.polygon)
             each = ".NAME." if typing.get_origin(hints[f.name]) is dict else "."

@@ -40,10 +40,9 @@ def section(cls: type, prefix: str, schema, comment: str) -> list[str]:
     hints = typing.get_type_hints(cls, vars(schema))
     comments = field_comments(cls)
     rows, nested = [], []
-    aliases = {n: info.alias for n, info in getattr(cls, "__pydantic_fields__", {}).items() if info.alias}
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
-        key = f"{prefix}{aliases.get(f.name, f.name)}"
+        key = f"{prefix}{schema.yaml_key(f)}"
         inner = section_type(tp)
         if inner is not None:
             each = ".NAME" if typing.get_origin(tp) is dict else ""  # a mapping of sections by name (events.zones)
@@ -81,8 +80,6 @@ def default_of(f: dataclasses.Field) -> str:
         value = f.default_factory()
     else:
         return "required"
-    if hasattr(value, "default"):  # a pydantic Field(default, alias=...)
-        value = value.default
     if dataclasses.is_dataclass(value):
         value = dataclasses.asdict(value)
     if isinstance(value, tuple):

@@ -91,7 +91,8 @@ class FleetBackend:
         where = self.fleet.record.data["sources"].get(name)
         if where is None:
             return None
-        return self.fleet.stats.get(where["worker"], {"cameras": {}})["cameras"].get(name)
+        worker = self.fleet.workers.get(where["worker"])
+        return None if worker is None else worker.stats["cameras"].get(name)
 
     def status(self, name: str) -> dict | None:
         fleet = self.fleet
@@ -100,7 +101,8 @@ class FleetBackend:
             return None
         c = self.camera_stats(name) or {}
         state = c.get("state", "starting") if fleet.owner_alive(name) else "no owner"
-        age = fleet.result_age(name, time.time()) if name in fleet.result_wall else None
+        known = fleet.cameras.get(name)
+        age = fleet.result_age(name, time.time()) if known is not None and known.result_wall is not None else None
         return {**source_status(name, c.get("uri", ""), state, c, age),
                 "worker": where["worker"], "node": where["node_id"], "epoch": where["epoch"]}  # fmt: skip
 
@@ -132,7 +134,8 @@ class FleetBackend:
 
     def handle_of(self, name: str):
         where = self.fleet.record.data["sources"].get(name)
-        return None if where is None else self.fleet.handles.get(where["worker"])
+        worker = None if where is None else self.fleet.workers.get(where["worker"])
+        return None if worker is None else worker.handle
 
     def folder(self, name: str) -> Path:
         return self.fleet.out / name

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -59,6 +59,28 @@ def camera_rate(src: SourceConfig, fallback: float) -> float:
     return source.rate or fallback
 
 
+@dataclass
+class WorkerState:
+    """What the driver knows of one worker, in one record."""
+
+    handle: object  # its Ray actor
+    stats: dict = field(default_factory=lambda: {"cameras": {}})  # its latest answer
+    asked: object = None  # the stats call in flight
+    seen: float = 0.0  # when it last answered
+    lost: bool = False  # its node died and its cameras moved
+    awaited_since: float | None = None  # since when cameras wait for its restart on a free GPU
+    event_cursor: tuple[int, int] = (0, 0)  # (pid, seq) of the last event taken from it
+
+
+@dataclass
+class CameraState:
+    """What the driver knows of one camera beyond the record: when it was given to its worker, and when its latest
+    result was written (as last reported)."""
+
+    assigned_at: float = 0.0
+    result_wall: float | None = None
+
+
 class Fleet:
     """The driver's state: the workers, the record, the latest numbers of every camera."""
 
@@ -75,17 +97,10 @@ class Fleet:
         self.record.save()
         self.stop = threading.Event()
         self.lock = threading.RLock()  # the record: changed by the watching loop and by the console's thread
-        self.handles: dict[str, object] = {}
-        self.stats: dict[str, dict] = {}  # worker -> latest stats
-        self.pending: dict[str, object] = {}  # worker -> the stats call in flight
-        self.seen: dict[str, float] = {}  # worker -> when it last answered
-        self.lost: set[str] = set()  # workers whose node died and whose cameras moved
-        self.awaited: dict[str, float] = {}  # lost worker -> since when cameras wait for its restart on a free GPU
+        self.workers: dict[str, WorkerState] = {}
         self.unit: tuple[str, float] = ("GPU", 1.0)  # the Ray resource a worker takes, and how much of it
-        self.result_wall: dict[str, float] = {}  # camera -> wall time of its latest result, as last reported
-        self.assigned_at: dict[str, float] = {}
+        self.cameras: dict[str, CameraState] = {}
         self.events = RecentEvents()  # the cameras' latest events, as the workers report them (the console's list)
-        self.event_cursor: dict[str, tuple[int, int]] = {}  # worker -> (pid, seq) of the last event taken
         self.hub = None  # live motion capture's MocapHub, for a calibrated group of cameras
         self.hub_asked = None  # its report asked for
         self.mocap_report: dict | None = None  # its latest report
@@ -125,10 +140,10 @@ class Fleet:
         for i in range(count):
             name = f"w{i}"
             spread = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=True) if nodes else "DEFAULT"
-            self.handles[name] = actor.options(
+            self.workers[name] = WorkerState(actor.options(
                 **options, max_restarts=-1, max_task_retries=0, max_concurrency=8, lifetime="detached",
                 name=f"sapiens2-fleet-{self.id}-{name}", scheduling_strategy=spread,
-            ).remote(worker_cfg, name, driver_job, views, self.hub)  # fmt: skip
+            ).remote(worker_cfg, name, driver_job, views, self.hub))  # fmt: skip
         self.say(f"fleet {self.id}: starting {count} worker(s) ({options}), loading the models")
         infos = self.call_all("info", timeout=START_TIMEOUT_S)
         marker = write_marker(self.out, self.id)
@@ -145,14 +160,15 @@ class Fleet:
                           nodes={w: i["node_id"] for w, i in infos.items()})  # fmt: skip
         for cam, worker in placement.assignment.items():
             self.record.assign(cam, worker, infos[worker]["node_id"])
-            self.assigned_at[cam] = time.time()
+            self.camera(cam).assigned_at = time.time()
         self.record.data["placement"] = {"rates": rates, "load_fps": placement.load, "below_rate": placement.below_rate}
         self.save()
         for cam, share in placement.below_rate.items():
             self.say(f"fleet: {cam} will run at about {share:.0%} of its {rates[cam]:g} frames/s: the fleet "
                      f"cannot carry the load (add workers, lower the rate or use a smaller model)")  # fmt: skip
         self.call_all("sync")
-        self.seen = dict.fromkeys(self.handles, time.time())
+        for worker in self.workers.values():
+            worker.seen = time.time()
         metrics = self.cfg.runtime.metrics
         if metrics.port is not None:
             registry = CollectorRegistry()
@@ -163,8 +179,8 @@ class Fleet:
 
     def call_all(self, method: str, *args, timeout: float | None = None) -> dict:
         """One call on every worker not lost, at once; a worker that fails to answer is an error here (start)."""
-        names = [w for w in self.handles if w not in self.lost]
-        refs = [getattr(self.handles[w], method).remote(*args) for w in names]
+        names = [name for name, w in self.workers.items() if not w.lost]
+        refs = [getattr(self.workers[name].handle, method).remote(*args) for name in names]
         try:
             return dict(zip(names, self.ray.get(refs, timeout=timeout or self.cfg.fleet.detect_s + 30), strict=True))
         except self.ray.exceptions.GetTimeoutError:
@@ -177,12 +193,13 @@ class Fleet:
     def poll(self) -> None:
         """Collect the workers' numbers (at most one call in flight per worker) and act on lost nodes."""
         ray = self.ray
-        for name, handle in self.handles.items():
-            if name not in self.pending:
-                self.pending[name] = handle.stats.remote(self.event_cursor.get(name, (0, 0)))
+        for worker in self.workers.values():
+            if worker.asked is None:
+                worker.asked = worker.handle.stats.remote(worker.event_cursor)
         if self.hub is not None and self.hub_asked is None:
             self.hub_asked = self.hub.report.remote()
-        asked = [*self.pending.values(), *([self.hub_asked] if self.hub_asked is not None else [])]
+        asked = [w.asked for w in self.workers.values() if w.asked is not None]
+        asked += [self.hub_asked] if self.hub_asked is not None else []
         ready, _ = ray.wait(asked, num_returns=len(asked), timeout=POLL_S)
         now = time.time()
         with self.lock:
@@ -198,25 +215,26 @@ class Fleet:
     def _take(self, ready: list, now: float) -> None:
         """The answers that came, and what they say about lost nodes (under the record's lock)."""
         ray = self.ray
-        for name, ref in list(self.pending.items()):
-            if ref not in ready:
+        for name, state in self.workers.items():
+            if state.asked is None or state.asked not in ready:
                 continue
-            del self.pending[name]
+            ref, state.asked = state.asked, None
             try:
                 stats = ray.get(ref)
             except ray.exceptions.RayError:
                 continue  # restarting or gone: Ray decides, the next poll asks again
-            self.stats[name], self.seen[name] = stats, now
+            state.stats, state.seen = stats, now
             self.update_worker(name, stats)
             self.take_events(name, stats)
             for cam, c in stats["cameras"].items():
                 if c["result_age_s"] is not None:
-                    self.result_wall[cam] = now - c["result_age_s"]
+                    self.camera(cam).result_wall = now - c["result_age_s"]
         alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         for name, worker in self.record.data["workers"].items():
-            if name not in self.lost and worker["node_id"] not in alive:
+            since = self.workers[name].awaited_since
+            if not self.workers[name].lost and worker["node_id"] not in alive:
                 self.rehome(name, f"node {worker['node_id'][:12]} lost")
-            elif name in self.awaited and now - self.awaited[name] > FRESH_WAIT_S:
+            elif since is not None and now - since > FRESH_WAIT_S:
                 self.rehome(name, f"{name} not restarted within {FRESH_WAIT_S:g} s", fresh=False)
 
     def take_events(self, name: str, stats: dict) -> None:
@@ -224,7 +242,7 @@ class Fleet:
         its own folder."""
         events = stats.pop("events", [])
         if events:
-            self.event_cursor[name] = (stats["pid"], events[-1]["seq"])
+            self.workers[name].event_cursor = (stats["pid"], events[-1]["seq"])
         for event in events:
             own = {k: v for k, v in event.items() if k not in ("seq", "snapshot_url")}  # numbered again here
             self.events.add([own], self.out / event["source"])
@@ -241,20 +259,21 @@ class Fleet:
             for cam in mine:
                 if cam in self.record.data["sources"]:  # (one removed at the console may still be stopping)
                     self.record.data["sources"][cam]["node_id"] = stats["node_id"]
-            if name in self.lost and worker["node_id"] in {n["NodeID"] for n in self.ray.nodes() if n["Alive"]}:
-                self.lost.discard(name)  # restarted on a living node: it runs the cameras left for it, if any
-                self.awaited.pop(name, None)
+            state = self.workers[name]
+            if state.lost and worker["node_id"] in {n["NodeID"] for n in self.ray.nodes() if n["Alive"]}:
+                state.lost = False  # restarted on a living node: it runs the cameras left for it, if any
+                state.awaited_since = None
             self.save()
 
     def rehome(self, lost: str, reason: str, fresh: bool = True) -> None:
         """Move a lost worker's cameras onto the others' spare capacity (first-fit decreasing), new epochs. Those
         that would crowd a survivor past its capacity wait instead for the lost worker, when the cluster has a
         free GPU (or CPUs) for Ray to restart it on (`fresh`; for at most FRESH_WAIT_S)."""
-        self.lost.add(lost)
-        self.awaited.pop(lost, None)
+        state = self.workers[lost]
+        state.lost, state.awaited_since = True, None
         orphans = [c for c, s in self.record.data["sources"].items() if s["worker"] == lost]
         self.record.data["workers"][lost]["sources"] = []
-        survivors = {w: i["capacity_fps"] for w, i in self.record.data["workers"].items() if w not in self.lost}
+        survivors = self.capacities()
         if not orphans:
             self.save()
             return
@@ -275,19 +294,26 @@ class Fleet:
             why = f"{reason}; waits for {lost} restarted on a free {self.unit[0]}" if target == lost else reason
             node = "" if target == lost else self.record.data["workers"][target]["node_id"]
             self.record.assign(cam, target, node, why)
-            self.assigned_at[cam] = time.time()
+            self.camera(cam).assigned_at = time.time()
         if lost in targets.values():
-            self.awaited[lost] = time.time()
+            state.awaited_since = time.time()
         self.save()
         self.say(f"fleet: {reason}: moved " + ", ".join(f"{c} -> {t}" for c, t in targets.items()))
         for target in set(targets.values()):
-            self.handles[target].sync.remote()  # a restarting worker reads fleet.json in its constructor anyway
+            self.workers[target].handle.sync.remote()  # a restarting worker reads fleet.json in its constructor anyway
 
     def room_for_restart(self) -> bool:
         """Whether the living nodes have the resources of one more worker than the fleet still has."""
         resource, amount = self.unit
         total = sum(n["Resources"].get(resource, 0) for n in self.ray.nodes() if n["Alive"])
-        return total - amount * sum(w not in self.lost for w in self.handles) >= amount
+        return total - amount * sum(not w.lost for w in self.workers.values()) >= amount
+
+    def capacities(self) -> dict[str, float]:
+        """The measured frames/s of every worker not lost."""
+        return {w: i["capacity_fps"] for w, i in self.record.data["workers"].items() if not self.workers[w].lost}
+
+    def camera(self, name: str) -> CameraState:
+        return self.cameras.setdefault(name, CameraState())
 
     def save(self) -> None:
         self.record.save()
@@ -308,7 +334,7 @@ class Fleet:
         rate = camera_rate(source, self.cfg.fleet.camera_fps)
         with self.lock:
             data = self.record.data
-            capacities = {w: i["capacity_fps"] for w, i in data["workers"].items() if w not in self.lost}
+            capacities = self.capacities()
             if not capacities:
                 raise Sapiens2StreamError("no worker is up to take a camera now")
             rates = data["placement"]["rates"] | {source.name: rate}
@@ -320,38 +346,43 @@ class Fleet:
             data.setdefault("added", {})[source.name] = entry
             data["placement"]["rates"] = rates
             self.record.assign(source.name, worker, data["workers"][worker]["node_id"])
-            self.assigned_at[source.name] = time.time()
+            self.camera(source.name).assigned_at = time.time()
             self.save()
         self.say(f"fleet: {source.name} added on {worker}")
-        self.ray.get(self.handles[worker].sync.remote(), timeout=self.cfg.fleet.detect_s + 30)
+        self.ray.get(self.workers[worker].handle.sync.remote(), timeout=self.cfg.fleet.detect_s + 30)
 
     def remove_camera(self, camera: str) -> None:
         """A camera removed at the console: its worker stops it (outputs complete) and the record forgets it."""
         with self.lock:
             worker = self.record.data["sources"][camera]["worker"]
             self.record.release(camera)
-            self.result_wall.pop(camera, None)
+            self.cameras.pop(camera, None)
             self.save()
         self.say(f"fleet: {camera} removed from {worker}")
-        if worker not in self.lost:
-            self.ray.get(self.handles[worker].sync.remote(), timeout=STOP_TIMEOUT_S)
+        if not self.workers[worker].lost:
+            self.ray.get(self.workers[worker].handle.sync.remote(), timeout=STOP_TIMEOUT_S)
 
     # ------------------------------------------------------------------------------------------- reporting
 
     def owner_alive(self, camera: str) -> bool:
         """Whether the camera's worker is on a living node and answered lately (a worker restarting, or on a node
         not yet declared dead, does not)."""
-        worker = self.record.data["sources"][camera]["worker"]
-        return worker not in self.lost and time.time() - self.seen.get(worker, 0.0) < ANSWER_S
+        worker = self.workers[self.record.data["sources"][camera]["worker"]]
+        return not worker.lost and time.time() - worker.seen < ANSWER_S
 
     def result_age(self, camera: str, now: float) -> float:
-        return now - self.result_wall.get(camera, self.assigned_at.get(camera, now))
+        """Since the camera's latest result (before its first: since it was assigned)."""
+        c = self.cameras.get(camera)
+        if c is None:
+            return 0.0
+        return now - (c.result_wall if c.result_wall is not None else c.assigned_at)
 
     def fresh(self, camera: str, now: float) -> bool:
         """A result since the camera's current assignment (a moved camera is not fresh until its new worker has
         written), and within fleet.max_result_age_s."""
-        wall = self.result_wall.get(camera, 0.0)
-        return wall >= self.assigned_at.get(camera, 0.0) and now - wall <= self.cfg.fleet.max_result_age_s
+        c = self.cameras.get(camera, CameraState())
+        wall = c.result_wall if c.result_wall is not None else 0.0
+        return wall >= c.assigned_at and now - wall <= self.cfg.fleet.max_result_age_s
 
     def health(self) -> tuple[int, dict]:
         """503 naming the cameras with no owner or no fresh result; 200 otherwise."""
@@ -373,10 +404,10 @@ class Fleet:
     def status_lines(self) -> list[str]:
         now, lines = time.time(), []
         for name, worker in self.record.data["workers"].items():
-            stats = self.stats.get(name, {"cameras": {}})
-            fps = sum(c["processed_fps"] for c in stats["cameras"].values())
+            known = self.workers[name]
+            fps = sum(c["processed_fps"] for c in known.stats["cameras"].values())
             ages = [self.result_age(c, now) for c in worker["sources"]]
-            state = "lost" if name in self.lost else "up" if now - self.seen.get(name, 0) < ANSWER_S else "no answer"
+            state = "lost" if known.lost else "up" if now - known.seen < ANSWER_S else "no answer"
             lines.append(f"{name} [{state}] node {worker['node_id'][:8]} gpu {worker['gpus'] or '-'}: "
                          f"{len(worker['sources'])} camera(s), {fps:.1f} frames/s, oldest result "
                          f"{max(ages, default=0):.1f} s")  # fmt: skip
@@ -390,15 +421,15 @@ class Fleet:
     def shutdown(self) -> dict:
         """Stop every camera (outputs complete), then the workers; the fleet's summary."""
         ray = self.ray
-        refs = {w: h.stop.remote() for w, h in self.handles.items() if w not in self.lost}
+        refs = {name: w.handle.stop.remote() for name, w in self.workers.items() if not w.lost}
         sources = {}
         for name, ref in refs.items():
             try:
                 sources.update(ray.get(ref, timeout=STOP_TIMEOUT_S))
             except ray.exceptions.RayError as e:
                 self.say(f"fleet: {name} did not stop cleanly ({type(e).__name__})")
-        for handle in self.handles.values():
-            ray.kill(handle, no_restart=True)
+        for worker in self.workers.values():
+            ray.kill(worker.handle, no_restart=True)
         mocap = {}
         if self.hub is not None:  # after the cameras: their last results are in
             try:
@@ -441,7 +472,7 @@ class FleetCollector:
         for cam, where in fleet.record.data["sources"].items():
             worker = where["worker"]
             key = [cam, worker, where["node_id"]]
-            c = fleet.stats.get(worker, {"cameras": {}})["cameras"].get(cam)
+            c = fleet.workers[worker].stats["cameras"].get(cam) if worker in fleet.workers else None
             written.add_metric(key, c["frames_out"] if c else 0)
             fps.add_metric(key, c["processed_fps"] if c else 0.0)
             age.add_metric(key, fleet.result_age(cam, now))
@@ -451,7 +482,7 @@ class FleetCollector:
         for name, worker in fleet.record.data["workers"].items():
             capacity.add_metric([name, worker["node_id"]], worker["capacity_fps"])
         yield from (written, fps, age, owned, capacity)
-        cameras = {cam: c for stats in fleet.stats.values() for cam, c in stats["cameras"].items()}
+        cameras = {cam: c for w in fleet.workers.values() for cam, c in w.stats["cameras"].items()}
         yield from event_metrics((cam, c["event_counts"], c["event_counts"]["kinds"]) for cam, c in cameras.items()
                                  if c.get("event_counts"))  # fmt: skip
         if fleet.mocap_report is not None:
