@@ -185,10 +185,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     config = load_config(args.pipeline, args.set, args.source, args.output)
     for single in config.per_source():  # what the stages check before anything opens, as `run` does
-        if single.events:
-            from .events import EventRules
-
-            EventRules(single.events, frame_size=(1000, 1000))  # a bad zone or line is said here, not at a frame
         if single.lifts_3d() and single.threed.calibration:
             from .threed.calibration import camera_named
 

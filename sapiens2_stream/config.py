@@ -25,6 +25,7 @@ import yaml
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from .errors import Sapiens2StreamError
+from .models.metadata import pose_metadata
 from .models.tasks import pipeline_tasks
 
 DEFAULT_FPS = 30.0  # the frame rate assumed where a source does not say (image folders, streams without a rate,
@@ -66,6 +67,28 @@ Port = Annotated[int, Field(ge=0, le=65535)]
 Switch = Annotated[bool | Literal["on", "off"], BeforeValidator(as_bool)]  # (YAML 1.2 editors read on as "on")
 
 Points = list[Annotated[list[float], Field(min_length=2, max_length=2)]]
+ANCHORS = ("feet", "hips", "box_bottom", "center")  # where a person is, besides any keypoint by name
+
+
+def check_anchor(anchor: str) -> None:
+    if anchor not in ANCHORS and anchor not in pose_metadata().names:
+        raise ValueError(f".anchor: {anchor!r} is not one of {', '.join(ANCHORS)} or a keypoint")
+
+
+def crosses_itself(polygon: list) -> bool:
+    """Whether two edges of a polygon that are not neighbours cross."""
+    edges = list(zip(polygon, [*polygon[1:], polygon[0]], strict=True))
+
+    def side(a, b, c) -> int:
+        cross = (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+        return (cross > 0) - (cross < 0)
+
+    for i, (a, b) in enumerate(edges):
+        for j, (c, d) in enumerate(edges):
+            if abs(i - j) > 1 and {i, j} != {0, len(edges) - 1}:
+                if side(a, b, c) * side(a, b, d) < 0 and side(c, d, a) * side(c, d, b) < 0:
+                    return True
+    return False
 
 
 @dataclass
@@ -80,6 +103,18 @@ class ZoneConfig:
     max_people: Annotated[int, Field(ge=0)] | None = None  # `crowded` when more are inside, `cleared` after
     min_s: AtLeast0 = 0.3  # the hysteresis: inside (or outside) this long before it counts
 
+    def __post_init__(self) -> None:
+        """The outline's own checks (said as `events.zones.NAME...` by `from_dict`)."""
+        if self.polygon is not None and self.floor_m is not None:
+            raise ValueError(": give polygon (the picture) or floor_m (metres), not both")
+        key = "floor_m" if self.floor_m is not None else "polygon"
+        corners = getattr(self, key)
+        if corners is None or len(corners) < 3:
+            raise ValueError(f".{key}: expected at least 3 [x, y] points")
+        if crosses_itself(corners):
+            raise ValueError(f".{key}: its edges cross each other")
+        check_anchor(self.anchor)
+
 
 @dataclass
 class LineConfig:
@@ -92,6 +127,11 @@ class LineConfig:
     out_name: str = field(default="out", metadata={"alias": "out"})  # and the other way
     min_s: AtLeast0 = 0.2  # on the other side this long before it counts
     margin_px: AtLeast0 = 4.0  # a dead band either side of the line (pixels): standing on it counts nothing
+
+    def __post_init__(self) -> None:
+        if self.points is None or len(self.points) < 2:
+            raise ValueError(".points: expected at least 2 [x, y] points")
+        check_anchor(self.anchor)
 
 
 @dataclass
@@ -605,6 +645,9 @@ def explain(cls: type, errors: list[dict], prefix: str = "") -> str:
         close = difflib.get_close_matches(name, keys, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else f" (known keys: {', '.join(keys)})"
         return f"unknown key '{_dotted(prefix, [*known, name])}'{hint}"
+    if first["type"] == "value_error":  # a section's own check (__post_init__): its message goes on from the key
+        said = str(first.get("ctx", {}).get("error", first["msg"]))
+        return f"{key}{said}"
     if first["type"] in ("missing", "missing_argument"):
         return f"{_dotted(prefix, [*known, first['loc'][-1]]) if parent is None else key} is missing"
     if not known:

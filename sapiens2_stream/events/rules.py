@@ -37,12 +37,10 @@ from itertools import count
 import numpy as np
 
 from ..config import EventsConfig, LineConfig, ZoneConfig, from_dict
-from ..errors import Sapiens2StreamError
-from ..models.metadata import keypoint_index, pose_metadata
+from ..models.metadata import keypoint_index
 
 FEET = ("left_ankle", "right_ankle", "left_heel", "right_heel", "left_big_toe", "right_big_toe", "left_small_toe",
         "right_small_toe")  # fmt: skip
-ANCHORS = ("feet", "hips", "box_bottom", "center")
 MIN_SCORE = 0.3
 
 
@@ -85,20 +83,6 @@ def in_polygon(point: np.ndarray, polygon: np.ndarray) -> bool:
         if (y0 > y) != (y1 > y) and x < x0 + (y - y0) * (x1 - x0) / (y1 - y0):
             inside = not inside
     return inside
-
-
-def crosses_itself(polygon: np.ndarray) -> bool:
-    edges = list(zip(polygon, np.roll(polygon, -1, axis=0), strict=True))
-
-    def side(a, b, c) -> float:
-        return float(np.sign((b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])))
-
-    for i, (a, b) in enumerate(edges):
-        for j, (c, d) in enumerate(edges):
-            if abs(i - j) > 1 and {i, j} != {0, len(edges) - 1}:
-                if side(a, b, c) * side(a, b, d) < 0 and side(c, d, a) * side(c, d, b) < 0:
-                    return True
-    return False
 
 
 @dataclass
@@ -164,37 +148,21 @@ class EventRules:
 
     # ------------------------------------------------------------------------------------------- setup
 
-    def _points(self, points, where: str, least: int, in_picture: bool = True) -> np.ndarray:
-        p = np.asarray(points if points is not None else np.zeros((0, 2)), np.float64)
-        if len(p) < least:
-            raise Sapiens2StreamError(f"{where}: expected at least {least} [x, y] points")
+    def _points(self, points, in_picture: bool = True) -> np.ndarray:
+        """Points as the schema checked them, in pixels when they were given in 0-1 of the frame."""
+        p = np.asarray(points, np.float64)
         if in_picture and (p >= 0).all() and (p <= 1).all():  # fractions of the frame
             p = p * np.asarray(self.frame_size, np.float64)
         return p
 
-    def _anchor(self, value, where: str) -> str:
-        names = pose_metadata().names
-        if value not in ANCHORS and value not in names:
-            raise Sapiens2StreamError(f"{where}.anchor: {value!r} is not one of {', '.join(ANCHORS)} or a keypoint")
-        return value
-
     def _zone(self, name: str, spec: ZoneConfig) -> Zone:
-        where = f"events.zones.{name}"
         on_floor = spec.floor_m is not None
-        if on_floor and spec.polygon is not None:
-            raise Sapiens2StreamError(f"{where}: give polygon (the picture) or floor_m (metres), not both")
-        key = "floor_m" if on_floor else "polygon"
-        polygon = self._points(getattr(spec, key), f"{where}.{key}", 3, in_picture=not on_floor)
-        if crosses_itself(polygon):
-            raise Sapiens2StreamError(f"{where}.{key}: its edges cross each other")
-        return Zone(name, polygon, self._anchor(spec.anchor, where), spec.loitering_s, spec.max_people, spec.min_s,
-                    on_floor)  # fmt: skip
+        polygon = self._points(spec.floor_m if on_floor else spec.polygon, in_picture=not on_floor)
+        return Zone(name, polygon, spec.anchor, spec.loitering_s, spec.max_people, spec.min_s, on_floor)
 
     def _line(self, name: str, spec: LineConfig) -> Line:
-        where = f"events.lines.{name}"
-        start, end = self._points(spec.points, f"{where}.points", 2)[:2]
-        return Line(name, start, end, self._anchor(spec.anchor, where), spec.in_name, spec.out_name, spec.min_s,
-                    spec.margin_px)  # fmt: skip
+        start, end = self._points(spec.points)[:2]
+        return Line(name, start, end, spec.anchor, spec.in_name, spec.out_name, spec.min_s, spec.margin_px)
 
     # ------------------------------------------------------------------------------------------- a frame
 

@@ -35,9 +35,6 @@ class Events(Stage):
     def enabled(self, cfg) -> bool:
         return bool(cfg.events)
 
-    def check(self, cfg) -> None:
-        EventRules(cfg.events, frame_size=(1000, 1000))  # a bad zone or line is said now, not at the first frame
-
     def open(self, stream) -> SourceEvents:
         return SourceEvents(stream.cfg.events, stream.cfg.tracker.max_lost_s, stream.label)
 
