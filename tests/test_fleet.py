@@ -500,7 +500,7 @@ def test_an_output_folder_one_node_cannot_see_is_refused_in_one_line(tmp_path, t
         spec.write_text(yaml.safe_dump(data))
         driver = start_driver(spec, ray_cluster)
         _, stderr = driver.communicate(timeout=240)
-        assert driver.returncode == 2
+        assert driver.returncode == 2, stderr[-3000:]
         (line,) = [line for line in stderr.splitlines() if line.startswith("sapiens2-stream: error")]
         assert f"outputs.dir {shared / 'out'} is not visible from worker" in line and "Traceback" not in stderr
         assert not (shared / "out" / "c1").exists()  # nothing started

@@ -518,8 +518,8 @@ def run_fleet(cfg: PipelineConfig, address: str, progress: bool = True) -> dict:
         try:
             fleet.start()
         except BaseException:
-            for handle in fleet.handles.values():
-                fleet.ray.kill(handle, no_restart=True)
+            for worker in fleet.workers.values():
+                fleet.ray.kill(worker.handle, no_restart=True)
             raise
         if console is not None:
             console.thread.start()
