@@ -15,7 +15,9 @@ A source is a path, URL, `webcam:N`, an image folder or glob, a list of those, o
 (HxWx3 uint8; `bgr=True` for OpenCV's; items may be `(picture, seconds)`). Options: `pipeline=` a YAML to start
 from, then the settings people change most (`tasks`, `size`, `models` {task: hub id, folder or file},
 `device`, `detector`, `flip`, `smoothing`, `temporal`, `threed`), `set={"dotted.key": value}` for any other YAML
-key, `output=` a folder to also write the usual files (nothing is written by default), and for live sources
+key, `stages=[...]` your own stage objects (`open(source) -> state`, `__call__(state, result)`, `close(state)`: they
+run inside the pipeline and their `result.extra` reaches the outputs), `output=` a folder to also write the usual
+files (nothing is written by default), and for live sources
 `buffer="latest"` (a consumer slower than the pipeline gets the newest results, the others counted as dropped in
 `dropped`) or `"all"` (every result; the pipeline waits for the consumer).
 
