@@ -5,6 +5,7 @@ one-line error."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -109,13 +110,15 @@ def test_window_shows_the_run_and_the_viewer_ends_it_normally(tmp_path, tiny_dir
         jsonl = tmp_path / "out" / "results.jsonl"
         time.sleep(1.0)
         assert proc.poll() is None and jsonl.read_text().count("\n") >= 1  # the run goes on with the window open
-        deadline = time.time() + 90
-        while True:  # the window at 0,0, once painted (a loaded machine can take a while; the screen is black:
+        deadline, started = time.time() + 90, time.time()
+        while True:  # the window where it is, once painted (a loaded machine can take a while; the screen is black:
             # seen not painted after 30 s once, the suite's other process busy beside it)
-            screen = np.asarray(ImageGrab.grab(xdisplay=x_display))[:240, :320].astype(np.float32)
+            x, y = (int(v) for v in re.search(r"Position: (\d+),(\d+)", geometry()).groups())
+            screen = np.asarray(ImageGrab.grab(xdisplay=x_display))[y:y + 240, x:x + 320].astype(np.float32)
             if screen.std() > 10 or time.time() > deadline:
                 break
             time.sleep(0.1)
+        waited = f"window at {x},{y}, screen sd {screen.std():.1f} after {time.time() - started:.1f} s"
         if end == "q":
             xdotool(x_display, "windowfocus", "--sync", window)
             xdotool(x_display, "key", "q")
@@ -133,7 +136,7 @@ def test_window_shows_the_run_and_the_viewer_ends_it_normally(tmp_path, tiny_dir
     # the window showed one of the annotated frames the run wrote: compared in 8x8 blocks, which averages out the
     # video's compression of the thin skeleton lines (same frame: about 2 levels; shifted by 8 px: about 37)
     blocks = lambda image: image.reshape(30, 8, 40, 8, 3).mean(axis=(1, 3))  # noqa: E731
-    assert min(np.abs(blocks(screen) - blocks(frame)).mean() for frame in written) < 6.0
+    assert min(np.abs(blocks(screen) - blocks(frame)).mean() for frame in written) < 6.0, waited
 
 
 @pytest.mark.parametrize("display", [None, ":97"])
