@@ -375,7 +375,9 @@ def test_webhooks_deliver_every_event_once_across_a_receiver_restart():
     sink.close()
     receiver.stop()
     assert [b["id"] for b in receiver.bodies] == list(range(300))
-    assert sink.stats()["sent"] == 300 and sink.stats()["failed"] > 0 and slowest < 0.01
+    # writing never waits for the receiver (its POSTs time out after 5 s, its backoff reaches 0.3 s): a bound well
+    # below those, above a loaded machine's scheduling hiccups (32 ms seen once with the suite's other process busy)
+    assert sink.stats()["sent"] == 300 and sink.stats()["failed"] > 0 and slowest < 0.1
 
     receiver = Receiver()  # nobody listening yet: the bound
     sink = WebhookSink(WebhooksOutput(urls=[f"http://127.0.0.1:{receiver.port}/hook"], queue=50, max_backoff_s=0.2))
