@@ -1,4 +1,4 @@
-"""The `sapiens2-stream` command line: run | batch | export | validate | schema | demo | models.
+"""The `sapiens2-stream` command line: run | batch | export | validate | schema | demo | finetune | synth | models.
 
 Exit codes: 0 done, 2 usage or configuration error, 1 runtime failure, 3 done but a stage failed for a source (it
 was left out for that source, the rest ran: `summary.json` `errors` says which), 130 interrupted (outputs
@@ -213,21 +213,21 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The whole pipeline offline: generated clip, tiny random checkpoints, fixed boxes or a random YOLO."""
+    """The whole pipeline offline: a clip of synthetic people and the toy models trained on such people."""
     from .config import PipelineConfig, from_dict
-    from .io.synthetic import figure_box, make_clip
-    from .models import make_tiny_checkpoints
+    from .humans.clips import crossing, write_clip
+    from .models.toy import toy_model
 
     out = Path(args.output)
-    source = args.source
-    size = (240, 320)
-    frames = args.max_frames or 30
+    source, boxes = args.source, None
     if source is None:
         source = str(out / "demo_input.mp4")
-        make_clip(source, frames=frames, size=size, people=2)
-    models = make_tiny_checkpoints(out / "tiny-models", ("pose", "seg"))
+        boxes = write_clip(source, crossing(), fps=15)["path"]
+    if args.detector == "truth" and boxes is None:
+        raise Sapiens2StreamError("--detector truth needs the generated clip (its true boxes); with --source use yolo "
+                                  "or full_frame")  # fmt: skip
     detector = {
-        "fixed": {"type": "fixed", "boxes": [figure_box(frames // 2, frames, size, p).tolist() for p in range(2)]},
+        "truth": {"type": "file", "path": boxes},
         "yolo": {"type": "yolo", "weights": "yolo11n.yaml", "conf": 0.01},
         "full_frame": {"type": "full_frame"},
     }[args.detector]
@@ -235,12 +235,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "name": "demo",
         "source": {"uri": source, "max_frames": args.max_frames},
         "detector": detector,
-        "models": {task: {"source": str(models[task]), "input_size": [512, 384]} for task in ("pose", "seg")},
+        "models": {task: {"source": str(toy_model(task))} for task in ("pose", "seg", "matting")},
         "outputs": {"dir": str(out), "video": {"draw": ["seg", "boxes", "pose"]}, "tracks": {"enabled": True}},
         "runtime": {"device": args.device},
     })  # fmt: skip
-    print("demo: the Sapiens2 weights are RANDOM (tiny checkpoints made just now): the pipeline, batching, "
-          "tracking and outputs are real, the keypoints and body parts are noise.", file=sys.stderr)  # fmt: skip
+    print("demo: toy Sapiens2 models (tiny, trained on drawn figures; see the README) on a clip of drawn people, "
+          "boxes from the clip's truth: keypoints, parts and matte follow the figures, not real people.",
+          file=sys.stderr)  # fmt: skip
     run_pipeline(config, not args.no_progress)
     return EXIT_OK
 
@@ -324,15 +325,19 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--output", metavar="FILE", help="write it to FILE instead")
     schema.set_defaults(func=cmd_schema)
 
-    demo = sub.add_parser("demo", help="the whole pipeline on a generated clip with tiny random checkpoints")
+    demo = sub.add_parser("demo", help="the whole pipeline on a generated clip of people, with the toy models")
     demo.add_argument("--source", help="input instead of the generated clip")
     demo.add_argument("--output", default="demo-out", help="output folder (default demo-out)")
-    demo.add_argument("--max-frames", type=int, default=None, help="stop after N frames (default: 30 generated)")
-    demo.add_argument("--detector", choices=["fixed", "yolo", "full_frame"], default="fixed",
-                      help="fixed boxes (default), a random-init YOLO, or the full frame")  # fmt: skip
+    demo.add_argument("--max-frames", type=int, default=None, help="stop after N frames (default: all 90 generated)")
+    demo.add_argument("--detector", choices=["truth", "yolo", "full_frame"], default="truth",
+                      help="the generated clip's true boxes (default), a random YOLO, or the full frame")  # fmt: skip
     demo.add_argument("--device", default="auto")
     demo.add_argument("--no-progress", action="store_true")
     demo.set_defaults(func=cmd_demo)
+
+    from .train.cli import add_parsers
+
+    add_parsers(sub)
 
     models = sub.add_parser("models", help="list model sizes and hub ids; make tiny random checkpoints")
     models_sub = models.add_subparsers(dest="models_cmd")

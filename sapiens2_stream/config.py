@@ -201,7 +201,8 @@ class SourceConfig:
 
 @dataclass
 class DetectorConfig:
-    type: Literal["yolo", "fixed", "full_frame"] = "yolo"  # fixed: the boxes below; full_frame: one box, the frame
+    type: Literal["yolo", "fixed", "full_frame", "file"] = "yolo"  # fixed: the boxes below; full_frame: one box, the
+    # frame; file: the boxes of `path` per frame
     weights: str = "yolo11n.pt"  # a local .pt or a model .yaml (random init) for ultralytics
     conf: Share = 0.3  # the detector's minimum confidence for a person
     iou: Share = 0.5  # non-maximum suppression overlap
@@ -212,6 +213,7 @@ class DetectorConfig:
     imgsz: Annotated[int, Field(ge=32)] = 640  # the detector's input size (pixels, longer side)
     boxes: list[Annotated[list[float], Field(min_length=4, max_length=4)]] = field(default_factory=list)  # fixed:
     # COCO xywh boxes
+    path: str = ""  # file: a synthetic clip's .truth.json or a MOTChallenge det.txt (frame, id, x, y, w, h, score)
 
 
 @dataclass
@@ -233,7 +235,8 @@ class ModelSection:
     flip: Annotated[Literal["on", "off", "auto"] | bool, BeforeValidator(on_off)] = "auto"  # flip TTA; auto turns
     # it off when a live source falls behind
     max_batch: Count = 8  # crops (pose) or frames (dense tasks) per forward
-    input_size: InputSize = field(default_factory=lambda: [1024, 768])  # model input (height, width), multiples of 16
+    input_size: InputSize | None = None  # model input [height, width], multiples of 16; default: the model's own
+    # (its config.json image_size: 1024x768 for the released models, what finetune --input-size trained at)
 
 
 # models: one optional section per task of the table (models/tasks.py), in its order
@@ -803,8 +806,10 @@ def check_config(config: PipelineConfig, origin: str) -> None:
     for name, model in config.enabled_models().items():
         if not model.source:
             fail(f"models.{name}.source is missing: a hub id, a folder or a .safetensors file")
-        if any(v % 16 for v in model.input_size):
+        if model.input_size and any(v % 16 for v in model.input_size):
             fail(f"models.{name}.input_size must be [height, width], multiples of 16 (released models: [1024, 768])")
+    if config.detector.type == "file" and not config.detector.path:
+        fail("detector.path is missing: a type file detector reads its boxes from a .truth.json or a MOT det.txt")
     if config.detector.type == "fixed":
         if not config.detector.boxes:
             fail("detector.boxes is empty: a fixed detector needs at least one [x, y, w, h] box")

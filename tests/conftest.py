@@ -20,3 +20,24 @@ def tiny_dir(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("tiny")
     return make_tiny_checkpoints(out)
+
+
+def read_jsonl(path):
+    import json
+
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def run_on_clip(folder, video, truth, models: str):
+    """`sapiens2-stream run` on a synthetic clip, its boxes from the clip's truth; `models` the YAML's models
+    mapping (flow style); the results land in folder/run."""
+    import subprocess
+    import sys
+
+    pipeline = folder / "p.yaml"
+    pipeline.write_text(f"source: {{uri: {video}}}\ndetector: {{type: file, path: {truth}}}\nmodels: {models}\n"
+                        f"outputs: {{dir: {folder / 'run'}}}\n")
+    r = subprocess.run([sys.executable, "-m", "sapiens2_stream.cli", "run", str(pipeline), "--no-progress"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return read_jsonl(folder / "run" / "results.jsonl")

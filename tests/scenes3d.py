@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sapiens2_stream.humans.render import hit_capsule, pixel_box
 from sapiens2_stream.threed.body import JOINT_DEPTH_M, index
 
 WIDTH, HEIGHT, FOCAL = 640, 480, 550.0
@@ -140,34 +141,6 @@ def capsules(j: dict[str, np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, flo
     return out
 
 
-def hit_capsule(origin, dirs, a, b, r) -> np.ndarray:
-    """Distances along unit rays [N, 3] from `origin` to a capsule's surface (inf where missed)."""
-    ba, oa = b - a, origin - a
-    baba, baoa = ba @ ba, ba @ oa
-    bard, rdoa = dirs @ ba, dirs @ oa
-    oaoa = oa @ oa
-    out = np.full(len(dirs), np.inf)
-    if baba > 1e-12:
-        qa = baba - bard * bard
-        qb = baba * rdoa - baoa * bard
-        qc = baba * oaoa - baoa * baoa - r * r * baba
-        h = qb * qb - qa * qc
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t = (-qb - np.sqrt(h)) / qa
-        y = baoa + t * bard
-        body = (h >= 0) & (qa > 1e-12) & (y > 0) & (y < baba) & (t > 0)
-        out[body] = t[body]
-    for c in (a, b):
-        oc = origin - c
-        qb = dirs @ oc
-        h = qb * qb - (oc @ oc - r * r)
-        with np.errstate(invalid="ignore"):
-            t = -qb - np.sqrt(h)
-        hit = (h >= 0) & (t > 0)
-        out[hit] = np.minimum(out[hit], t[hit])
-    return out
-
-
 @dataclass
 class View:
     pointmap: np.ndarray  # [H, W, 3] camera frame
@@ -195,7 +168,7 @@ def render(cam: Camera, poses: list[Pose]) -> View:
     for p, pose in enumerate(poses):
         j = skeleton(pose)
         for a, b, r in capsules(j):
-            box = pixel_box(cam, a, b, r)
+            box = pixel_box(cam, a, b, r, WIDTH, HEIGHT)
             if box is None:
                 continue
             x0, y0, x1, y1 = box
@@ -216,19 +189,6 @@ def render(cam: Camera, poses: list[Pose]) -> View:
     pointmap = (unit * depth[:, None]).reshape(HEIGHT, WIDTH, 3)
     return View(pointmap.astype(np.float32), owner.reshape(HEIGHT, WIDTH), truth, np.array(keypoints),
                 np.array(scores))  # fmt: skip
-
-
-def pixel_box(cam: Camera, a, b, r) -> tuple[int, int, int, int] | None:
-    ends = cam.to_camera(np.stack([a, b]))
-    if (ends[:, 2] <= r).any():
-        return None
-    focal = cam.intrinsics[0, 0]
-    pix = ends[:, :2] / ends[:, 2:3] * focal + cam.intrinsics[:2, 2]
-    pad = r * focal / ends[:, 2].min() + 2
-    x0, y0 = np.floor(pix.min(0) - pad).astype(int)
-    x1, y1 = np.ceil(pix.max(0) + pad).astype(int)
-    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, WIDTH), min(y1, HEIGHT)
-    return None if x0 >= x1 or y0 >= y1 else (x0, y0, x1, y1)
 
 
 def walking(t: float, speed: float = 0.6, y: float = 0.0, start_x: float = -1.4, yaw: float | None = None) -> Pose:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sapiens2_stream.detect.base import Detector
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.models.metadata import pose_metadata
 from sapiens2_stream.runtime.pipeline import Pipeline
@@ -197,7 +198,7 @@ class Subscriber:
         self.client.disconnect()
 
 
-class Scripted:
+class Scripted(Detector):
     """A detector that sees one person in frames 0-14 and another in frames 10-39 (in the order frames come)."""
 
     def __init__(self):

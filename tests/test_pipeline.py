@@ -1,6 +1,5 @@
 """The streaming pipeline end to end: generated clips, a camera-paced lavfi source, a real RTSP server."""
 
-import json
 import os
 import random
 import shutil
@@ -17,6 +16,7 @@ import pytest
 from sapiens2_stream.config import PipelineConfig, from_dict
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.runtime.pipeline import Pipeline
+from tests.conftest import read_jsonl
 
 SMALL = [256, 192]
 
@@ -31,10 +31,6 @@ def config(tmp_path, tiny_dir, uri, tasks=("pose",), **sections):
     for key, value in sections.items():
         data[key] = {**data.get(key, {}), **value}
     return from_dict(PipelineConfig, data)
-
-
-def read_jsonl(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def assert_same_records(expected, got, px=0.05):

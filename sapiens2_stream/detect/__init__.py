@@ -13,6 +13,10 @@ def make_detector(cfg: DetectorConfig, device: str = "cpu") -> Detector:
         return FixedBoxes(np.asarray(cfg.boxes, dtype=np.float32))
     if cfg.type == "full_frame":
         return FullFrame()
+    if cfg.type == "file":
+        from .boxes_file import BoxesFile
+
+        return BoxesFile(cfg.path)
     from .yolo import YoloDetector
 
     return YoloDetector(cfg, device)

@@ -13,6 +13,11 @@ class Detector:
     def detect(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError
 
+    def detect_frames(self, frames: Sequence) -> list[np.ndarray]:
+        """Boxes for source frames (`io.sources.Frame`: their pictures, and their numbers for detectors that
+        need them)."""
+        return self.detect([f.rgb for f in frames])
+
 
 class FixedBoxes(Detector):
     """The same boxes in every frame (a fixed camera framing people, or tests), clipped to the frame."""

@@ -145,7 +145,7 @@ class FleetWorker:
         times = []
         for _ in range(MEASURE_ROUNDS + 1):
             start = time.perf_counter()
-            detector.detect([f.rgb for f in frames])
+            detector.detect_frames(frames)
             engine.executor.submit(engine.run, frames, people).result()
             times.append(time.perf_counter() - start)
         return float(np.median(times[1:]))

@@ -1,6 +1,7 @@
 """Generated test clips: a stick figure walking across a textured background, with known boxes.
 
-Used by the demo and the tests, so nothing binary is committed and no footage is needed.
+Used by the tests and benchmarks that need a clip with known boxes, not a model that sees (for that:
+`sapiens2_stream.humans`), so no footage is needed.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .shapes import BackboneConfig
 
@@ -122,6 +123,7 @@ class Backbone(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, kv) for kv in cfg.kv_heads)
         self.ln1 = RMSNorm(d, cfg.eps)
         self._rope_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.checkpointing = False  # gradient checkpointing of the blocks while training (finetune on CUDA)
 
     @property
     def num_prefix_tokens(self) -> int:
@@ -172,7 +174,10 @@ class Backbone(nn.Module):
         rope = self.rope_tables(h, w, x.device, x.dtype)
         kept = [x] if 0 in keep_layers else []
         for i, block in enumerate(self.blocks, start=1):
-            x = block(x, rope)
+            if self.checkpointing and self.training:  # training big models: recompute activations, hold less
+                x = checkpoint(block, x, rope, use_reentrant=False)
+            else:
+                x = block(x, rope)
             if i in keep_layers:
                 kept.append(x)
         return self.ln1(x), kept

@@ -31,21 +31,28 @@ def heatmap_targets(
     span = torch.tensor([w - 1, h - 1], dtype=torch.float32, device=device)
     mu = ((kp[..., :2] - centres[:, None]) / sizes[:, None] + 0.5) * span  # [N, K, 2] heatmap pixels
     visible = kp[..., 2] > 0 if kp.shape[-1] > 2 else torch.ones(n, k, dtype=torch.bool, device=device)
+    heatmaps, inside = gaussian_heatmaps(mu, (h, w), sigma)
+    weights = (visible & inside).float()
+    return heatmaps * weights[..., None, None], weights
+
+
+def gaussian_heatmaps(mu: torch.Tensor, size: tuple[int, int], sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gaussians (peak 1) at heatmap-pixel positions `mu` [N, K, 2] on an (h, w) grid, each cut to a window of
+    radius 3 sigma, and whether that window touches the grid [N, K]."""
+    h, w = size
     radius = int(sigma * 3)
     nearest = (mu + 0.5).to(torch.int64)  # truncation toward zero, as the original
     lo, hi = nearest - radius, nearest + radius + 1
     inside = (lo[..., 0] < w) & (lo[..., 1] < h) & (hi[..., 0] >= 0) & (hi[..., 1] >= 0)
-    weights = (visible & inside).float()
 
     def axis(length: int, dim: int) -> torch.Tensor:
-        grid = torch.arange(length, dtype=torch.float32, device=device)
+        grid = torch.arange(length, dtype=torch.float32, device=mu.device)
         g = torch.exp(-((grid - mu[..., dim, None]) ** 2) / (2 * sigma**2))
         window = (grid >= lo[..., dim, None]) & (grid < hi[..., dim, None])
         return g * window
 
     gx, gy = axis(w, 0), axis(h, 1)  # [N, K, w], [N, K, h]
-    heatmaps = gy[..., :, None] * gx[..., None, :] * weights[..., None, None]
-    return heatmaps, weights
+    return gy[..., :, None] * gx[..., None, :], inside
 
 
 def resize_labels(labels: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:

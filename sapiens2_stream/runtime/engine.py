@@ -50,6 +50,7 @@ class InferenceEngine:
         self.seg_width = seg_width
         self.device, self.dtype = device, dtype
         self.models = {}
+        self.sizes: dict[str, tuple[int, int]] = {}  # each model's input (height, width): the YAML's, or its own
         for spec in pipeline_tasks():  # the table's order: the order a batch launches them in
             task = spec.name
             if task not in models:
@@ -60,6 +61,7 @@ class InferenceEngine:
                     f"models.{task}.source {models[task].source!r} holds a {model.task} model, not {task}"
                 )
             self.models[task] = model
+            self.sizes[task] = tuple(models[task].input_size or model.config.image_size)
         self.runners = {t: compile_model(m, device) if compiled else m for t, m in self.models.items()}
         # Flip TTA mirrors back the predictor's inputs instead of its outputs when those are fewer (pose: 308
         # heatmaps from 256 features), for the tasks the table allows it.
@@ -142,7 +144,7 @@ class InferenceEngine:
         width = self.seg_width if spec.temporal is not None and spec.temporal.kind == "seg" else None
         outputs: Outputs = []
         for part in chunks(len(images), cfg.max_batch):
-            frames = prepare_frames(images[part], tuple(cfg.input_size), spec.keep_aspect, device=self.device,
+            frames = prepare_frames(images[part], self.sizes[task], spec.keep_aspect, device=self.device,
                                     dtype=self.dtype)  # fmt: skip
             outputs += [
                 {name: as_host_type(value) for name, value in item.items()}
@@ -154,7 +156,7 @@ class InferenceEngine:
         """A per-person task: every person's crop, batched across frames; one output of every crop's arrays."""
         spec, cfg = task_spec(task), self.cfg[task]
         boxes = [np.array([p.box for p in r.people], np.float32).reshape(-1, 4) for r in results]
-        size = tuple(cfg.input_size)
+        size = self.sizes[task]
         crops = crop_persons(images, boxes, size, device=self.device, dtype=self.dtype)
         if len(crops) == 0:
             return []

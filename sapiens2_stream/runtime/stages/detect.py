@@ -23,11 +23,11 @@ class Detect(Stage):
         start = time.perf_counter()
         for item in items:
             item.detect = item.stream.tracking.needs_detection(item.frame)
-        frames = [i.frame.rgb for i in items if i.detect]
+        frames = [i.frame for i in items if i.detect]
         if frames:
             run = self.run
-            found = await asyncio.get_running_loop().run_in_executor(run.loaded.detect_thread, run.detector.detect,
-                                                                     frames)  # fmt: skip
+            loop = asyncio.get_running_loop()
+            found = await loop.run_in_executor(run.loaded.detect_thread, run.detector.detect_frames, frames)
             for item, boxes in zip((i for i in items if i.detect), found, strict=True):
                 item.detections = boxes
         planner.observe_detection(time.perf_counter() - start)

@@ -1,0 +1,112 @@
+"""Synthetic humans written as the files people train and score on: a COCO keypoints JSON with its images, PNG
+part-label maps and alpha PNGs (the formats `finetune` reads), and videos with a truth file per clip.
+
+Every picture is a random room, camera and one to four people, each in a random moment of a random motion (the
+same motions the clips chain), with random clothes, size and light.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..models.metadata import keypoint_index
+from .body import KEYPOINTS, Pose
+from .motions import MOTIONS, Step, _move
+from .render import Camera, Person, View, look_at, random_look, random_room, render
+
+MIN_AREA = 120  # visible pixels for a person to be annotated
+MIN_KEYPOINTS = 4
+
+
+def random_camera(rng: np.random.Generator, width: int, height: int) -> Camera:
+    """Near and far, wide and narrow lenses: people from a quarter of the picture's height to all of it."""
+    distance = rng.uniform(4.0, 11.0)
+    side = rng.uniform(-1.5, 1.5)
+    return look_at(
+        width,
+        height,
+        (side, -distance, rng.uniform(0.8, 2.8)),
+        (side * 0.3, 0.0, rng.uniform(0.5, 1.1)),
+        focal=width / (2 * np.tan(np.radians(rng.uniform(13, 32)))),
+    )
+
+
+def random_pose(rng: np.random.Generator, x: float, y: float) -> Pose:
+    """A random moment of a random motion, facing anywhere."""
+    motion = str(rng.choice(MOTIONS))
+    seconds = float(rng.uniform(1.0, 3.0))
+    start = Pose(
+        x=x,
+        y=y,
+        yaw=float(rng.uniform(-np.pi, np.pi)),
+        scale=float(rng.uniform(0.85, 1.1)),
+        tilt_dir=float(rng.uniform(-np.pi, np.pi)),
+    )
+    step = Step(motion, seconds, speed=0.0, angle=float(rng.uniform(-np.pi, np.pi)))
+    pose = _move(start, step, float(rng.uniform(0, seconds)))
+    if rng.random() < 0.3:  # arms and legs anywhere near natural
+        pose.arm = tuple(float(v) for v in rng.uniform(-1.2, 1.5, 2))
+        pose.elbow = tuple(float(v) for v in rng.uniform(0.0, 2.0, 2))
+        pose.raise_arms = tuple(float(v) for v in rng.uniform(0.0, 1.8, 2))
+    return pose
+
+
+def random_view(rng: np.random.Generator, width: int, height: int, people: int | None = None) -> View:
+    cam = random_camera(rng, width, height)
+    count = people or int(rng.integers(1, 5))
+    spots = [(float(rng.uniform(-1.8, 1.8)), float(rng.uniform(-1.0, 2.5))) for _ in range(count)]
+    bodies = [Person(i + 1, random_pose(rng, x, y), random_look(rng)) for i, (x, y) in enumerate(spots)]
+    return render(cam, bodies, random_room(rng), rng=rng)
+
+
+def annotated(view: View) -> list:
+    return [p for p in view.people if p.area >= MIN_AREA and (p.keypoints[:, 2] > 0).sum() >= MIN_KEYPOINTS]
+
+
+def coco_annotation(person, image_id: int, ann_id: int) -> dict:
+    ids = keypoint_index()
+    kp = person.keypoints[[ids[n] for n in KEYPOINTS]]
+    flat = [round(float(v), 2) if i % 3 < 2 else int(v) for i, v in enumerate(kp.ravel())]
+    return {
+        "id": ann_id,
+        "image_id": image_id,
+        "category_id": 1,
+        "bbox": [round(float(v), 2) for v in person.box],
+        "area": int(person.area),
+        "iscrowd": 0,
+        "num_keypoints": int((kp[:, 2] > 0).sum()),
+        "keypoints": flat,
+        "track_id": person.track_id,
+    }
+
+
+def coco_categories() -> list[dict]:
+    return [{"id": 1, "name": "person", "supercategory": "person", "keypoints": list(KEYPOINTS), "skeleton": []}]
+
+
+def write_dataset(
+    out_dir: str | Path, count: int, size: tuple[int, int] = (240, 320), seed: int = 0, progress: bool = True
+) -> Path:
+    """`count` pictures into `out_dir`: images/, labels/ (part ids), alpha/ (0-255) and keypoints.json (COCO)."""
+    from tqdm import tqdm
+
+    out = Path(out_dir)
+    for sub in ("images", "labels", "alpha"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    images, annotations = [], []
+    for i in tqdm(range(1, count + 1), desc="rendering", unit="img", disable=not progress):
+        view = random_view(rng, size[1], size[0])
+        name = f"{i:06d}"
+        cv2.imwrite(str(out / "images" / f"{name}.jpg"), view.image[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 93])
+        cv2.imwrite(str(out / "labels" / f"{name}.png"), view.labels)
+        cv2.imwrite(str(out / "alpha" / f"{name}.png"), np.round(view.alpha * 255).astype(np.uint8))
+        images.append({"id": i, "file_name": f"images/{name}.jpg", "width": size[1], "height": size[0]})
+        annotations += [coco_annotation(p, i, len(annotations) + 1) for p in annotated(view)]
+    coco = {"images": images, "annotations": annotations, "categories": coco_categories()}
+    (out / "keypoints.json").write_text(json.dumps(coco))
+    return out

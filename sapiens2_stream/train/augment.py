@@ -1,0 +1,139 @@
+"""Training batches, as upstream's recipe makes them: person crops (pose) or whole pictures (dense tasks) with
+random scale, rotation, shift, horizontal flip and colour jitter, and their targets.
+
+A flip mirrors the picture and swaps left and right in the truth: the keypoints through the 308 flip pairs, the
+part labels through the 29 classes' left/right swaps, so the model learns sides from the body, not the picture.
+Crops follow the pipeline's geometry (`processing.geometry.crop_windows`, UDP: the window's edges on the first
+and last pixel), so a keypoint lands where the pipeline's decoder will look for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import torch
+
+from ..models.metadata import pose_metadata, seg_metadata
+from ..processing.geometry import BOX_PADDING, IMAGENET_MEAN, IMAGENET_STD
+from ..processing.targets import gaussian_heatmaps
+from .data import IGNORE, DenseSet, PoseSet
+
+
+@dataclass
+class Jitter:
+    scale: float = 0.25  # the crop's size times 1 +- this
+    rotate_deg: float = 30.0  # std of the rotation (applied to 60% of samples, clipped at 2 std)
+    shift: float = 0.08  # of the crop's size
+    flip: float = 0.5  # probability
+    colour: float = 0.25  # brightness, contrast and saturation +- this
+
+    @classmethod
+    def none(cls) -> Jitter:
+        return cls(0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+def normalise(images: np.ndarray) -> torch.Tensor:
+    """uint8 [B, H, W, 3] -> ImageNet-normalised float [B, 3, H, W]."""
+    x = torch.from_numpy(images).float().permute(0, 3, 1, 2)
+    mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1) * 255
+    std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1) * 255
+    return (x - mean) / std
+
+
+def colour_jitter(image: np.ndarray, rng: np.random.Generator, amount: float) -> np.ndarray:
+    if amount <= 0:
+        return image
+    x = image.astype(np.float32)
+    grey = x.mean(-1, keepdims=True)
+    x = grey + (x - grey) * rng.uniform(1 - amount, 1 + amount)  # saturation
+    x = (x - x.mean()) * rng.uniform(1 - amount, 1 + amount) + x.mean()  # contrast
+    x = x * rng.uniform(1 - amount, 1 + amount)  # brightness
+    return np.clip(x, 0, 255).astype(np.uint8)
+
+
+def _window(box: np.ndarray, size: tuple[int, int], padding: float) -> tuple[np.ndarray, np.ndarray]:
+    x, y, w, h = np.maximum(box, [box[0], box[1], 1, 1])
+    pw, ph = w * padding, h * padding
+    aspect = size[1] / size[0]
+    sw, sh = (pw, pw / aspect) if pw > ph * aspect else (ph * aspect, ph)
+    return np.array([x + w / 2, y + h / 2]), np.array([sw, sh])
+
+
+def _affine(centre, window, size, rng, jitter: Jitter, flip: bool) -> np.ndarray:
+    """The 2x3 map from picture pixels to crop pixels."""
+    h, w = size
+    s = 1 + rng.uniform(-jitter.scale, jitter.scale) if jitter.scale else 1.0
+    angle = (
+        np.clip(rng.normal(0, jitter.rotate_deg), -2 * jitter.rotate_deg, 2 * jitter.rotate_deg)
+        if jitter.rotate_deg and rng.random() < 0.6
+        else 0.0
+    )
+    shift = rng.uniform(-jitter.shift, jitter.shift, 2) * window if jitter.shift else np.zeros(2)
+    c, sn = np.cos(np.radians(angle)), np.sin(np.radians(angle))
+    scale = np.array([(w - 1) / (window[0] * s), (h - 1) / (window[1] * s)])
+    m = np.diag(scale) @ np.array([[c, sn], [-sn, c]])
+    if flip:
+        m = np.diag([-1.0, 1.0]) @ m
+    t = np.array([(w - 1) / 2, (h - 1) / 2]) - m @ (centre + shift)
+    return np.concatenate([m, t[:, None]], 1)
+
+
+def pose_batch(
+    data: PoseSet,
+    items: np.ndarray,
+    size: tuple[int, int],
+    rng: np.random.Generator,
+    jitter: Jitter,
+    sigma: float,
+    downscale: int = 4,
+    padding: float = BOX_PADDING,
+) -> tuple[torch.Tensor, ...]:
+    """(pixels [B, 3, H, W], heatmaps [B, 308, h, w], weights [B, 308]) for the people `items`."""
+    h, w = size
+    hh, hw = h // downscale, w // downscale
+    order = np.asarray(pose_metadata().flip_indices)
+    crops = np.zeros((len(items), h, w, 3), np.uint8)
+    mus = np.zeros((len(items), len(order), 2), np.float32)
+    visible = np.zeros((len(items), len(order)), bool)
+    for n, i in enumerate(items):
+        flip = rng.random() < jitter.flip
+        centre, window = _window(data.boxes[i], size, padding)
+        m = _affine(centre, window, size, rng, jitter, flip)
+        image = data.images[data.image_of[i]]
+        crops[n] = colour_jitter(cv2.warpAffine(image, m, (w, h), flags=cv2.INTER_LINEAR), rng, jitter.colour)
+        kp = data.keypoints[i]
+        uv = kp[:, :2] @ m[:, :2].T + m[:, 2]
+        vis = kp[:, 2] > 0
+        if flip:
+            uv, vis = uv[order], vis[order]
+        mus[n] = uv * [(hw - 1) / (w - 1), (hh - 1) / (h - 1)]
+        visible[n] = vis
+    heatmaps, inside = gaussian_heatmaps(torch.from_numpy(mus), (hh, hw), sigma)
+    weights = (torch.from_numpy(visible) & inside).float()
+    return normalise(crops), heatmaps * weights[..., None, None], weights
+
+
+def dense_batch(
+    data: DenseSet, items: np.ndarray, task: str, size: tuple[int, int], rng: np.random.Generator, jitter: Jitter
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pixels [B, 3, H, W], targets [B, H, W]: class ids (long) or alpha (float)) for the pictures `items`:
+    each picture stretched to the input size, as the pipeline feeds seg and matting."""
+    h, w = size
+    swap = np.asarray(seg_metadata().flip_indices)
+    pixels = np.zeros((len(items), h, w, 3), np.uint8)
+    targets = np.zeros((len(items), h, w), np.int64 if task == "seg" else np.float32)
+    for n, i in enumerate(items):
+        image, target = data.images[i], data.targets[i]
+        ih, iw = image.shape[:2]
+        flip = rng.random() < jitter.flip
+        window = np.array([iw * (w - 1) / w, ih * (h - 1) / h])  # scale w / iw about the centre, as a resize
+        m = _affine(np.array([(iw - 1) / 2, (ih - 1) / 2]), window, size, rng, jitter, flip)
+        pixels[n] = colour_jitter(cv2.warpAffine(image, m, (w, h), flags=cv2.INTER_LINEAR), rng, jitter.colour)
+        if task == "seg":
+            t = cv2.warpAffine(target, m, (w, h), flags=cv2.INTER_NEAREST, borderValue=0)
+            targets[n] = np.where(t == IGNORE, IGNORE, swap[np.minimum(t, len(swap) - 1)] if flip else t)
+        else:
+            targets[n] = cv2.warpAffine(target, m, (w, h), flags=cv2.INTER_LINEAR, borderValue=0)
+    return normalise(pixels), torch.from_numpy(targets)

@@ -1,0 +1,128 @@
+"""The command line's `finetune` and `synth` verbs (parsers here, so `--help` stays quick: nothing heavy is
+imported until a verb runs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import Sapiens2StreamError
+
+
+def size_arg(text: str) -> tuple[int, int]:
+    """`HxW` -> (H, W)."""
+    try:
+        h, w = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HEIGHTxWIDTH, e.g. 256x192") from None
+    return h, w
+
+
+def add_parsers(sub) -> None:
+    ft = sub.add_parser("finetune", help="train a pose, seg or matting model on your labelled data")
+    ft.add_argument("task", choices=("pose", "seg", "matting"))
+    ft.add_argument(
+        "--data",
+        required=True,
+        help="pose: a COCO keypoints JSON; seg: a folder with images/ and labels/ (PNG class ids); "
+        "matting: a folder with images/ and alpha/ (PNG)",
+    )
+    ft.add_argument("--val", help="held-out data in the same format (default: a tenth of --data)")
+    ft.add_argument("--images", metavar="DIR", help="pose: the images' folder (default: beside the JSON)")
+    ft.add_argument(
+        "--keypoints",
+        metavar="MAP.json",
+        help='pose: {"their name": "one of the 308"} for names that '
+        "are not the 308's own (COCO-17 names map directly)",
+    )
+    ft.add_argument("--classes", metavar="MAP.json", help='seg: {"their id": one of 0-28, or 255 to ignore}')
+    ft.add_argument(
+        "--from",
+        dest="source",
+        default="tiny",
+        metavar="MODEL",
+        help="a hub id, folder or .safetensors file (as models.<task>.source), or tiny: a fresh tiny model (default)",
+    )
+    ft.add_argument("--output", required=True, metavar="DIR", help="best/, last/, metrics.jsonl go here")
+    ft.add_argument("--steps", type=int, default=2000, help="optimizer steps (default %(default)s)")
+    ft.add_argument("--batch-size", type=int, default=16, help="default %(default)s")
+    ft.add_argument("--lr", type=float, help="peak learning rate (default 1e-3 from tiny, 1e-4 from a trained model)")
+    ft.add_argument(
+        "--input-size",
+        type=size_arg,
+        metavar="HxW",
+        help="train at this input size (default: the model's own); saved in config.json, where a pipeline reads it",
+    )
+    ft.add_argument("--freeze", choices=("none", "backbone"), default="none", help="backbone: train the head only")
+    ft.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1")
+    ft.add_argument("--resume", action="store_true", help="continue from --output's last/ and its optimizer state")
+    ft.add_argument("--val-every", type=int, help="validate every N steps (default: a tenth of --steps)")
+    ft.add_argument("--seed", type=int, default=0)
+    ft.add_argument("--no-progress", action="store_true")
+    ft.set_defaults(func=cmd_finetune)
+
+    synth = sub.add_parser("synth", help="synthetic humans with truth: training sets and clips")
+    kinds = synth.add_subparsers(dest="kind", required=True)
+    ds = kinds.add_parser("dataset", help="pictures with COCO keypoints, part labels and alpha (finetune's formats)")
+    ds.add_argument("output", metavar="DIR")
+    ds.add_argument("--count", type=int, default=1000, help="pictures (default %(default)s)")
+    ds.add_argument("--size", type=size_arg, default=(240, 320), metavar="HxW", help="default 240x320")
+    ds.add_argument("--seed", type=int, default=0)
+    ds.add_argument("--no-progress", action="store_true")
+    clip = kinds.add_parser("clip", help="a video of people doing things, with its truth beside it (.truth.json)")
+    clip.add_argument("output", metavar="VIDEO.mp4")
+    clip.add_argument("--scene", default="crossing", help="crossing, fall, everything (default %(default)s)")
+    clip.add_argument("--fps", type=int, default=15)
+    clip.add_argument("--size", type=size_arg, default=(240, 320), metavar="HxW", help="default 240x320")
+    clip.add_argument("--mirror", action="store_true", help="the same scene seen in a mirror")
+    synth.set_defaults(func=cmd_synth)
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from .finetune import FinetuneOptions, finetune
+
+    opts = FinetuneOptions(
+        task=args.task,
+        data=args.data,
+        output=args.output,
+        source=args.source,
+        val=args.val,
+        images=args.images,
+        keypoints=args.keypoints,
+        classes=args.classes,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        input_size=args.input_size,
+        freeze=args.freeze,
+        device=args.device,
+        resume=args.resume,
+        val_every=args.val_every,
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
+    if args.steps < 1 or args.batch_size < 1:
+        raise Sapiens2StreamError("--steps and --batch-size must be at least 1")
+    scores = finetune(opts)
+    print(
+        f"finetune {args.task}: {', '.join(f'{k} {v:.4f}' for k, v in scores.items())}; best/ and last/ in "
+        f"{args.output}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    if args.kind == "dataset":
+        from ..humans.datasets import write_dataset
+
+        out = write_dataset(args.output, args.count, args.size, args.seed, not args.no_progress)
+        print(f"{args.count} pictures in {out}: keypoints.json, images/, labels/, alpha/", file=sys.stderr)
+        return 0
+    from ..humans.clips import SCENES, write_clip
+
+    if args.scene not in SCENES:
+        raise Sapiens2StreamError(f"unknown scene {args.scene!r}; choose one of {', '.join(SCENES)}")
+    truth = write_clip(args.output, SCENES[args.scene](), args.fps, args.size, mirror=args.mirror)
+    print(f"{args.output}: {len(truth['frames'])} frames; truth in {truth['path']}", file=sys.stderr)
+    return 0

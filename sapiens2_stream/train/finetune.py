@@ -1,0 +1,345 @@
+"""`finetune`: train a Sapiens2 task model (pose, seg, matting) on labelled data, one GPU or the CPU.
+
+Upstream's recipe where it applies: AdamW with layer-wise learning-rate decay (the head learns fastest, the patch
+embedding slowest), a linear warm-up then linear decay, UDP heatmap targets, flip / scale / rotation / colour
+jitter, bf16 autocast and gradient checkpointing on CUDA. The heatmap loss is averaged over the keypoints the
+data labels, not all 308: with a few labelled channels among hundreds the mean over all hardly moves.
+
+Checkpoints are written in the released layout (one safetensors file and config.json, whose `image_size` is the
+input size trained at, which a pipeline then crops at): `best/` (by the validation score) and `last/`, each
+written beside and renamed into place, so a run cut short (Ctrl-C, a crash) leaves the previous one whole.
+`resume/` holds the optimizer's state for `--resume`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import Sapiens2StreamError
+from ..models.loading import load_model, read_safetensors
+from ..models.metadata import NUM_KEYPOINTS, NUM_SEG_CLASSES
+from ..models.tiny import random_model, save_released, tiny_config
+from ..processing.geometry import normalization
+from .augment import Jitter, dense_batch, pose_batch
+from .data import IGNORE, DenseSet, PoseSet, read_dense_set, read_pose_set
+from .evaluate import PRIMARY, scores
+
+TASKS = ("pose", "seg", "matting")
+
+
+@dataclass
+class FinetuneOptions:
+    task: str
+    data: str
+    output: str
+    source: str = "tiny"  # a hub id, folder or file (as models.<task>.source), or "tiny": a fresh tiny model
+    val: str | None = None  # held-out data in the same format (default: a tenth of `data`)
+    images: str | None = None  # pose: the images' folder, if not beside the JSON
+    keypoints: str | None = None  # pose: {"their name": "one of the 308"}
+    classes: str | None = None  # seg: {"their id": one of 0-28 (255: ignore)}
+    steps: int = 2000
+    batch_size: int = 16
+    lr: float | None = None  # default: 1e-3 from "tiny", 1e-4 from a trained model
+    input_size: tuple[int, int] | None = None  # default: the model's own
+    freeze: str = "none"  # or "backbone": train the head only
+    device: str = "auto"
+    resume: bool = False
+    val_every: int | None = None  # default: a tenth of the steps
+    layer_decay: float = 0.9
+    weight_decay: float = 0.1
+    warmup: int | None = None  # default: 500 steps, at most a tenth of them
+    seed: int = 0
+    progress: bool = True
+
+
+def read_sets(opts: FinetuneOptions) -> tuple[PoseSet | DenseSet, PoseSet | DenseSet]:
+    """(train, validation), every problem with the data reported before anything is trained or written."""
+    if opts.task == "pose":
+        train = read_pose_set(opts.data, opts.images, opts.keypoints)
+        val = read_pose_set(opts.val, opts.images, opts.keypoints) if opts.val else None
+    else:
+        train = read_dense_set(opts.data, opts.task, opts.classes)
+        val = read_dense_set(opts.val, opts.task, opts.classes) if opts.val else None
+    if val is None:
+        train, val = split(train, opts.seed)
+    return train, val
+
+
+def split(data: PoseSet | DenseSet, seed: int) -> tuple:
+    """A tenth of the pictures (at least one) held out."""
+    n = len(data.images)
+    if n < 2:
+        raise Sapiens2StreamError("one picture only: nothing to hold out for validation; pass --val")
+    held = set(np.random.default_rng(seed).permutation(n)[: max(1, n // 10)].tolist())
+    if isinstance(data, DenseSet):
+        pick = [[i for i in range(n) if (i in held) == v] for v in (False, True)]
+        return tuple(
+            DenseSet([data.images[i] for i in p], [data.targets[i] for i in p], [data.files[i] for i in p])
+            for p in pick
+        )
+    out = []
+    for v in (False, True):
+        people = np.array([i for i in range(len(data)) if (data.image_of[i] in held) == v])
+        images = sorted(set(data.image_of[people].tolist()))
+        remap = {old: new for new, old in enumerate(images)}
+        out.append(
+            PoseSet(
+                [data.images[i] for i in images],
+                np.array([remap[i] for i in data.image_of[people]]),
+                data.boxes[people],
+                data.keypoints[people],
+                data.labelled,
+            )
+        )
+    return tuple(out)
+
+
+def build(opts: FinetuneOptions, device: torch.device):
+    """The model to train, at the input size it is trained at."""
+    if opts.resume:
+        last = Path(opts.output) / "last"
+        if not last.exists():
+            raise Sapiens2StreamError(f"--resume: {last} does not exist; run without --resume first")
+        model = load_model(last, task=opts.task)
+    elif opts.source == "tiny":
+        model = random_model(tiny_config(opts.task), opts.seed)
+    else:
+        model = load_model(opts.source, task=opts.task)
+    need = {"pose": NUM_KEYPOINTS, "seg": NUM_SEG_CLASSES}.get(opts.task)
+    if need and model.config.head.num_outputs != need:
+        raise Sapiens2StreamError(
+            f"{opts.source}: its head has {model.config.head.num_outputs} outputs; finetune "
+            f"{opts.task} trains the {need} of the released layout"
+        )
+    size = tuple(opts.input_size) if opts.input_size else tuple(model.config.image_size)
+    if any(v % model.config.backbone.patch_size for v in size):
+        raise Sapiens2StreamError(f"--input-size {size[0]}x{size[1]}: both must be multiples of 16")
+    model.config = replace(model.config, image_size=size)
+    return model.to(device).train(), size
+
+
+def layer_groups(model, base_lr: float, decay: float, weight_decay: float, freeze: str) -> list[dict]:
+    """AdamW groups: the learning rate decays by `decay` per layer from the head down to the patch embedding;
+    norms, biases and tokens get no weight decay."""
+    layers = model.config.backbone.num_layers
+    groups: dict[tuple, dict] = {}
+    for name, p in model.named_parameters():
+        if freeze == "backbone" and name.startswith("backbone."):
+            p.requires_grad_(False)
+            continue
+        if name.startswith("backbone.blocks."):
+            depth = int(name.split(".")[2]) + 1
+        elif name.startswith("backbone.ln1"):
+            depth = layers
+        elif name.startswith("backbone."):
+            depth = 0
+        else:
+            depth = layers + 1
+        no_decay = p.ndim == 1 or name.endswith(("cls_token", "storage_tokens"))
+        key = (depth, no_decay)
+        if key not in groups:
+            groups[key] = {
+                "params": [],
+                "lr": base_lr * decay ** (layers + 1 - depth),
+                "weight_decay": 0.0 if no_decay else weight_decay,
+            }
+        groups[key]["params"].append(p)
+    for g in groups.values():
+        g["initial_lr"] = g["lr"]
+    return list(groups.values())
+
+
+def schedule(step: int, steps: int, warmup: int) -> float:
+    if step < warmup:
+        return (step + 1) / warmup
+    return max(0.0, (steps - step) / max(steps - warmup, 1))
+
+
+def heatmap_loss(heatmaps: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Squared error averaged over the labelled keypoints' heatmaps only (x1000 to keep it readable)."""
+    err = (heatmaps.float() - targets).square().mean((-2, -1)) * weights
+    return 1000 * err.sum() / weights.sum().clamp(min=1)
+
+
+def loss_of(model, task: str, batch: tuple) -> torch.Tensor:
+    pixels = batch[0]
+    out = model(pixels)
+    if task == "pose":
+        return heatmap_loss(out.heatmaps, batch[1], batch[2])
+    if task == "seg":
+        logits = out.logits
+        if logits.shape[-2:] != batch[1].shape[-2:]:
+            logits = F.interpolate(logits.float(), size=batch[1].shape[-2:], mode="bilinear", align_corners=False)
+        return F.cross_entropy(logits.float(), batch[1], ignore_index=IGNORE)
+    size = batch[1].shape[-2:]
+    alpha = F.interpolate(out.alphas.float(), size=size, mode="bilinear", align_corners=False)[:, 0]
+    foreground = F.interpolate(out.foregrounds.float(), size=size, mode="bilinear", align_corners=False)
+    mean, std = normalization(pixels.device)
+    seen = (pixels * std + mean) / 255  # the picture is the foreground where there is a person
+    fg_error = ((foreground - seen).abs().mean(1) * batch[1]).sum() / batch[1].sum().clamp(min=1)
+    return (alpha - batch[1]).abs().mean() + 4 * (alpha - batch[1]).square().mean() + 0.5 * fg_error
+
+
+def save_folder(model, folder: Path, task: str) -> None:
+    """Write the checkpoint beside `folder` and rename it into place: `folder` is always a whole checkpoint."""
+    tmp = folder.with_name(folder.name + ".writing")
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_released(model, tmp, f"sapiens2_{task}")
+    old = folder.with_name(folder.name + ".old")
+    if folder.exists():
+        folder.rename(old)
+    tmp.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def save_resume(out: Path, optimizer: torch.optim.Optimizer, state: dict) -> None:
+    from safetensors.torch import save_file
+
+    tensors, scalars = {}, {}
+    for i, s in optimizer.state_dict()["state"].items():
+        for k, v in s.items():
+            if torch.is_tensor(v) and v.ndim > 0:
+                tensors[f"{i}.{k}"] = v.detach().cpu().contiguous()
+            else:
+                scalars[f"{i}.{k}"] = float(v)
+    tmp = out / "resume.writing"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(tensors, str(tmp / "optimizer.safetensors"))
+    (tmp / "state.json").write_text(json.dumps({**state, "scalars": scalars}))
+    old = out / "resume.old"
+    if (out / "resume").exists():
+        (out / "resume").rename(old)
+    tmp.rename(out / "resume")
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_resume(out: Path, optimizer: torch.optim.Optimizer) -> dict:
+    folder = out / "resume"
+    if not (folder / "state.json").exists():
+        raise Sapiens2StreamError(f"--resume: {folder} holds no optimizer state; run without --resume")
+    state = json.loads((folder / "state.json").read_text())
+    tensors = read_safetensors(folder / "optimizer.safetensors")
+    sd = optimizer.state_dict()
+    for key, v in tensors.items():
+        i, name = key.split(".", 1)
+        sd["state"].setdefault(int(i), {})[name] = v
+    for key, v in state.pop("scalars").items():
+        i, name = key.split(".", 1)
+        sd["state"].setdefault(int(i), {})[name] = torch.tensor(v)
+    optimizer.load_state_dict(sd)
+    return state
+
+
+def finetune(opts: FinetuneOptions) -> dict:
+    """Train; returns the last validation scores. Raises Sapiens2StreamError for bad data before training, and
+    KeyboardInterrupt after saving `last/` when interrupted."""
+    from tqdm import tqdm
+
+    from ..runtime.device import resolve_device
+
+    if opts.task not in TASKS:
+        raise Sapiens2StreamError(f"finetune trains {', '.join(TASKS)}; not {opts.task!r}")
+    if opts.freeze not in ("none", "backbone"):
+        raise Sapiens2StreamError(f"--freeze must be none or backbone, not {opts.freeze!r}")
+    device = resolve_device(opts.device)
+    train, val = read_sets(opts)
+    torch.manual_seed(opts.seed)
+    model, size = build(opts, device)
+    out = Path(opts.output)
+    cuda = device.type == "cuda"
+    model.backbone.checkpointing = cuda
+    lr = opts.lr or (1e-3 if opts.source == "tiny" else 1e-4)
+    optimizer = torch.optim.AdamW(
+        layer_groups(model, lr, opts.layer_decay, opts.weight_decay, opts.freeze), betas=(0.9, 0.999)
+    )
+    warmup = opts.warmup if opts.warmup is not None else min(500, opts.steps // 10)
+    val_every = opts.val_every or max(1, opts.steps // 10)
+    out.mkdir(parents=True, exist_ok=True)
+    state = {"step": 0, "best": None}
+    if opts.resume:
+        state = load_resume(out, optimizer)
+    key, sign = PRIMARY[opts.task]
+    rng = np.random.default_rng(opts.seed + state["step"])
+    jitter = Jitter()
+    sigma = max(1.5, 6.0 * (size[1] // 4) / 192)
+    (out / "training.json").write_text(
+        json.dumps({**asdict(opts), "input_size": list(size), "lr": lr, "warmup": warmup, "sigma": sigma}, indent=1)
+    )
+    metrics_file = (out / "metrics.jsonl").open("a")
+    started, seen, losses = time.perf_counter(), 0, []
+
+    def validate() -> dict:
+        """Score on the held-out data, log a line (the mean training loss since the last one), keep best/."""
+        result = scores(model, val, opts.task, size)
+        line = {
+            "step": state["step"],
+            **({"loss": round(float(np.mean(losses)), 6)} if losses else {}),
+            **{k: round(v, 5) for k, v in result.items()},
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        metrics_file.write(json.dumps(line) + "\n")
+        metrics_file.flush()
+        bar.write(" ".join(f"{k} {v}" for k, v in line.items()))
+        losses.clear()
+        return result
+
+    bar = tqdm(
+        total=opts.steps,
+        initial=state["step"],
+        desc=f"finetune {opts.task}",
+        unit="step",
+        disable=not opts.progress,
+        dynamic_ncols=True,
+    )
+    last_scores = validate() if state["step"] == 0 else {}  # where it starts from
+    try:
+        while state["step"] < opts.steps:
+            step = state["step"]
+            for g in optimizer.param_groups:
+                g["lr"] = g["initial_lr"] * schedule(step, opts.steps, warmup)
+            items = rng.integers(0, len(train), opts.batch_size)
+            if opts.task == "pose":
+                batch = pose_batch(train, items, size, rng, jitter, sigma)
+            else:
+                batch = dense_batch(train, items, opts.task, size, rng, jitter)
+            batch = tuple(b.to(device, non_blocking=True) for b in batch)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
+                loss = loss_of(model, opts.task, batch)
+            if not math.isfinite(loss.item()):
+                raise Sapiens2StreamError(f"step {step}: the loss is {loss.item()}; lower --lr")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)
+            optimizer.step()
+            state["step"] = step + 1
+            seen += len(items)
+            losses.append(loss.item())
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.4f}", img_s=f"{seen / (time.perf_counter() - started):.0f}")
+            if state["step"] % val_every == 0 or state["step"] == opts.steps:
+                last_scores = validate()
+                value = sign * last_scores[key]
+                if state["best"] is None or value > state["best"]:
+                    state["best"] = value
+                    save_folder(model, out / "best", opts.task)
+                save_folder(model, out / "last", opts.task)
+                save_resume(out, optimizer, state)
+    except KeyboardInterrupt:
+        bar.write(f"interrupted at step {state['step']}: saving last/")
+        save_folder(model, out / "last", opts.task)
+        save_resume(out, optimizer, state)
+        raise
+    finally:
+        bar.close()
+        metrics_file.close()
+    return last_scores

@@ -1,0 +1,242 @@
+"""`finetune`: bad data is one line and exit 2 before anything is written; a short run on synthetic humans
+learns (the loss falls, PCK rises); an interrupted run leaves `last/` loadable and `--resume` goes on; the result
+loads in `run` as it is, at the input size it was trained at."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import cv2
+import numpy as np
+import pytest
+
+from sapiens2_stream.cli import main
+from sapiens2_stream.humans.clips import crossing, write_clip
+from sapiens2_stream.humans.datasets import write_dataset
+from sapiens2_stream.models import load_model
+from sapiens2_stream.train.finetune import layer_groups
+from tests.conftest import read_jsonl, run_on_clip
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    return write_dataset(tmp_path_factory.mktemp("synth"), 40, seed=5, progress=False)
+
+
+class Finished:
+    def __init__(self, returncode: int, stderr: str) -> None:
+        self.returncode, self.stderr = returncode, stderr
+
+
+def finetune(*args) -> Finished:
+    """The command line's `finetune`, in this process (its exit code and what it printed on stderr)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["finetune", *map(str, args), "--no-progress"])
+    return Finished(code, err.getvalue())
+
+
+def copy(synth, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(synth, data)
+    return data
+
+
+def edit_coco(data, change):
+    coco = json.loads((data / "keypoints.json").read_text())
+    change(coco)
+    (data / "keypoints.json").write_text(json.dumps(coco))
+    return data / "keypoints.json"
+
+
+def rename_keypoint(coco):
+    coco["categories"][0]["keypoints"][9] = "left_wristt"
+
+
+BAD_POSE = {
+    "unknown keypoint names": (rename_keypoint, "unknown keypoint names: left_wristt"),
+    "no annotations": (lambda coco: coco.update(annotations=[]), "no annotations with labelled keypoints"),
+    "missing image": (lambda coco: coco["images"][0].update(file_name="images/nowhere.jpg"), "missing image"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_POSE))
+def test_bad_pose_data_is_one_line_and_exit_2(synth, tmp_path, case):
+    change, said = BAD_POSE[case]
+    path = edit_coco(copy(synth, tmp_path), change)
+    out = tmp_path / "out"
+    r = finetune("pose", "--data", path, "--output", out, "--steps", 5)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and said in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()  # nothing half-written
+
+
+def test_unreadable_image_and_bad_masks_are_one_line_and_exit_2(synth, tmp_path):
+    data = copy(synth, tmp_path)
+    (data / "images" / "000002.jpg").write_bytes(b"not a jpeg at all")
+    r = finetune("pose", "--data", data / "keypoints.json", "--output", tmp_path / "o1", "--steps", 5)
+    assert r.returncode == 2 and "000002.jpg: missing or unreadable image" in r.stderr
+    for sub, task in (("labels", "seg"), ("alpha", "matting")):
+        mask = data / sub / "000003.png"
+        cv2.imwrite(str(mask), np.zeros((100, 100), np.uint8))
+        r = finetune(task, "--data", data, "--output", tmp_path / f"o-{task}", "--steps", 5)
+        assert r.returncode == 2 and "100x100, but its image is 320x240" in r.stderr, r.stderr
+        assert not (tmp_path / f"o-{task}").exists()
+    (data / "images" / "000002.jpg").unlink()
+    (data / "labels" / "000002.png").unlink()
+    cv2.imwrite(str(data / "labels" / "000003.png"), np.full((240, 320), 40, np.uint8))
+    r = finetune("seg", "--data", data, "--output", tmp_path / "o3", "--steps", 5)
+    assert r.returncode == 2 and "class ids [40] are not among the 29" in r.stderr
+
+
+def test_other_keypoint_names_map_onto_the_308(synth, tmp_path):
+    path = edit_coco(copy(synth, tmp_path), rename_keypoint)
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps({"left_wristt": "left_wrist"}))
+    r = finetune(
+        "pose",
+        "--data",
+        path,
+        "--keypoints",
+        mapping,
+        "--output",
+        tmp_path / "out",
+        "--steps",
+        2,
+        "--input-size",
+        "64x48",
+        "--batch-size",
+        4,
+    )
+    assert r.returncode == 0, r.stderr
+    assert load_model(tmp_path / "out" / "last").config.image_size == (64, 48)
+
+
+def test_pose_learns_within_a_minute_and_loads_in_run(synth, tmp_path):
+    out = tmp_path / "pose"
+    r = finetune(
+        "pose",
+        "--data",
+        synth / "keypoints.json",
+        "--output",
+        out,
+        "--steps",
+        240,
+        "--batch-size",
+        16,
+        "--input-size",
+        "128x96",
+        "--val-every",
+        80,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = read_jsonl(out / "metrics.jsonl")
+    assert [line["step"] for line in lines] == [0, 80, 160, 240]
+    assert lines[-1]["loss"] < 0.8 * lines[1]["loss"]
+    assert lines[-1]["pck@0.1"] > lines[0]["pck@0.1"] + 0.08, lines  # from random to finding joints
+    assert lines[-1]["seconds"] < 60
+    # the checkpoint is a released-layout folder that a pipeline loads as it is, cropping at 128x96
+    clip = tmp_path / "clip.mp4"
+    truth = write_clip(clip, crossing(), fps=2)["path"]
+    results = run_on_clip(tmp_path, clip, truth, f"{{pose: {{source: {out / 'best'}}}}}")
+    assert len(results) == 12 and all(len(f["people"]) == 2 for f in results)
+
+
+def test_ctrl_c_leaves_last_loadable_and_resume_goes_on(synth, tmp_path):
+    out = tmp_path / "out"
+    args = [
+        "pose",
+        "--data",
+        synth / "keypoints.json",
+        "--output",
+        out,
+        "--input-size",
+        "64x48",
+        "--batch-size",
+        4,
+        "--val-every",
+        5,
+    ]
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sapiens2_stream.cli",
+            "finetune",
+            *map(str, args),
+            "--steps",
+            "100000",
+            "--no-progress",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 120
+    while not (out / "resume" / "state.json").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    model = load_model(out / "last", task="pose")
+    assert model.config.image_size == (64, 48)
+    step = json.loads((out / "resume" / "state.json").read_text())["step"]
+    assert step >= 5
+    r = finetune(*args, "--steps", step + 5, "--resume")
+    assert r.returncode == 0, r.stderr
+    steps = [line["step"] for line in read_jsonl(out / "metrics.jsonl")]
+    assert steps[0] == 0 and steps[-1] == step + 5 and steps.count(0) == 1  # went on, did not start again
+
+
+@pytest.mark.parametrize("task,key", [("seg", "miou"), ("matting", "sad")])
+def test_dense_tasks_train_and_score(synth, tmp_path, task, key):
+    out = tmp_path / task
+    r = finetune(
+        task,
+        "--data",
+        synth,
+        "--output",
+        out,
+        "--steps",
+        30,
+        "--batch-size",
+        4,
+        "--input-size",
+        "64x80",
+        "--val-every",
+        15,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = read_jsonl(out / "metrics.jsonl")
+    assert lines[-1]["loss"] < lines[1]["loss"] and np.isfinite(lines[-1][key])
+    assert load_model(out / "best", task=task).config.image_size == (64, 80)
+
+
+def test_layer_wise_learning_rates_fall_from_the_head_down():
+    from sapiens2_stream.models.tiny import random_model, tiny_config
+
+    model = random_model(tiny_config("pose"))
+    lr = {id(p): g["lr"] for g in layer_groups(model, 1e-3, 0.5, 0.1, "none") for p in g["params"]}
+    named = dict(model.named_parameters())
+    head, top, first, embed = (
+        lr[id(named[n])]
+        for n in (
+            "decode_head.conv_pose.weight",
+            "backbone.blocks.3.ffn.w3.weight",
+            "backbone.blocks.0.attn.wq.weight",
+            "backbone.patch_embed.projection.weight",
+        )
+    )
+    assert head == pytest.approx(1e-3) and top == pytest.approx(5e-4) and first == pytest.approx(1e-3 * 0.5**4)
+    assert embed == pytest.approx(1e-3 * 0.5**5)
+    frozen = random_model(tiny_config("pose"))
+    trained = {id(p) for g in layer_groups(frozen, 1e-3, 0.5, 0.1, "backbone") for p in g["params"]}
+    names = {n for n, p in frozen.named_parameters() if id(p) in trained}
+    assert names and all(n.startswith("decode_head.") for n in names)
+    assert not any(p.requires_grad for p in frozen.backbone.parameters())

@@ -1,0 +1,104 @@
+"""The pipeline through models that see: the shipped toy models (tiny, trained on synthetic humans) on clips whose
+truth is known. Keypoints land on the figures through `run` and through `stream()`; a mirrored video gives
+mirrored keypoints with left and right correct, flip TTA on and off; part labels keep their sides through flip
+TTA; a crossing and a fall are counted from the model's own keypoints."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import sapiens2_stream as s2
+from benchmarks.quality import matched
+from sapiens2_stream.humans.clips import crossing, fall, render_clip, write_clip
+from sapiens2_stream.models.metadata import pose_metadata, seg_metadata
+from sapiens2_stream.models.toy import provenance, toy_model
+from sapiens2_stream.train.metrics import left_right_swaps, pck
+from tests.conftest import run_on_clip
+
+FPS = 8
+PCK_BAR = 0.75  # PCK@0.1 of the box on the clips (the pose model scores about 0.85 on held-out pictures)
+SWAP_BAR = 0.1  # left/right pairs nearer the other side's truth
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("clips")
+    return {
+        "crossing": write_clip(folder / "crossing.mp4", crossing(), FPS),
+        "mirrored": write_clip(folder / "mirrored.mp4", crossing(), FPS, mirror=True),
+        "fall": write_clip(folder / "fall.mp4", fall(), FPS),
+    }
+
+
+def video(clip: dict) -> str:
+    return clip["path"].replace(".truth.json", ".mp4")
+
+
+def stream(clip: dict, tasks=("pose",), **options) -> list:
+    models = {t: str(toy_model(t)) for t in tasks}
+    return list(
+        s2.stream(video(clip), models=models, detector={"type": "file", "path": clip["path"]}, device="cpu", **options)
+    )
+
+
+def test_keypoints_follow_the_figures_through_run_and_stream(clips, tmp_path):
+    clip = clips["crossing"]
+    results = stream(clip, flip="on")
+    pred, truth, boxes = matched(results, clip)
+    assert len(pred) > 1.5 * len(clip["frames"])  # both people, nearly every frame
+    score = pck(pred, truth, boxes, 0.1)
+    assert score > PCK_BAR, score
+    lines = run_on_clip(tmp_path, video(clip), clip["path"], f"{{pose: {{source: {toy_model('pose')}, flip: on}}}}")
+    from_run = [p["keypoints"] for line in lines for p in line["people"]]
+    from_stream = [p.keypoints for result in results for p in result.people]
+    assert len(from_run) == len(from_stream)
+    assert np.abs(np.array(from_run)[..., :2] - np.array(from_stream)).max() < 0.05  # the same numbers
+
+
+@pytest.mark.parametrize("flip", ["off", "on"])
+def test_a_mirrored_video_gives_mirrored_keypoints_with_sides_right(clips, flip):
+    for name in ("crossing", "mirrored"):
+        clip = clips[name]
+        pred, truth, boxes = matched(stream(clip, flip=flip), clip)
+        assert pck(pred, truth, boxes, 0.1) > PCK_BAR, (name, flip)
+        swaps = left_right_swaps(pred, truth, pose_metadata().flip_pairs)
+        assert swaps < SWAP_BAR, (name, flip, swaps)
+
+
+def test_part_labels_keep_their_sides_through_flip(clips):
+    clip = clips["mirrored"]
+    truth = [view.labels for _, _, view in render_clip(crossing(), FPS, (240, 320), mirror=True)]
+    swap = np.asarray(seg_metadata().flip_indices)
+    sides = [i for pair in seg_metadata().flip_swap_pairs for i in pair]
+    right, wrong = 0, 0
+    for result in stream(clip, tasks=("seg",), flip="on"):
+        labels, t = result.seg, truth[result.frame_index]
+        on_sides = np.isin(t, sides)
+        right += (labels[on_sides] == t[on_sides]).sum()
+        wrong += (labels[on_sides] == swap[t[on_sides]]).sum()
+    assert right > 4 * wrong, (right, wrong)
+
+
+def test_a_crossing_and_a_fall_are_counted_from_the_models_keypoints(clips, tmp_path):
+    events = {"lines": {"middle": {"points": [[0.5, 0.0], [0.5, 1.0]]}}, "poses": {"fall": True}}
+    said = {}
+    for name in ("crossing", "fall"):
+        stream(clips[name], output=str(tmp_path / name), events=events, flip="on")
+        said[name] = [json.loads(x) for x in (tmp_path / name / "events.jsonl").read_text().splitlines()]
+    crossings = [e for e in said["crossing"] if e["kind"] == "crossing"]
+    truth = clips["crossing"]["crossings"]
+    assert len(crossings) == len(truth) == 2
+    assert all(min(abs(e["time_s"] - t["time_s"]) for t in truth) < 1.0 for e in crossings)
+    falls = [e for e in said["fall"] if e["kind"] == "fall"]  # the walker who falls; not the one who sits or bends
+    assert len(falls) == 1 and abs(falls[0]["time_s"] - clips["fall"]["falls"][0]["time_s"]) < 1.0
+    assert not [e for e in said["crossing"] if e["kind"] == "fall"]
+
+
+def test_each_toy_model_says_how_to_make_it_again():
+    for task in ("pose", "seg", "matting"):
+        p = provenance(task)
+        assert p["reproduce"] == f"python -m benchmarks.toy_models {task}" and p["held_out"]
+        assert sum(f.stat().st_size for f in toy_model(task).iterdir()) < 2_000_000
