@@ -94,7 +94,7 @@ def pose_rows(videos: dict) -> list[dict]:
                     "flip": flip,
                     "pck@0.05": pck(pred, truth, boxes, 0.05),
                     "pck@0.1": pck(pred, truth, boxes, 0.1),
-                    "lr_swaps": left_right_swaps(pred, truth, pose_metadata().flip_pairs),
+                    "lr_swaps": left_right_swaps(pred, truth, boxes, pose_metadata().flip_pairs),
                 }
             )
     return rows
@@ -162,7 +162,7 @@ def event_rows(videos: dict, folder: Path) -> list[dict]:
         counts = {kind: {"found": 0, "true": 0, "hits": 0} for kind in ("crossings", "falls")}
         for name in ("crossing", "fall", "everything"):
             out = folder / f"events-{name}-{method}"
-            run(videos[name], output=out, events=events, smoothing={"method": method}, flip="on")
+            run(videos[name], output=out, set={"events": events}, smoothing={"method": method}, flip="on")
             said = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
             found = {
                 "crossings": [e["time_s"] for e in said if e.get("kind") == "crossing"],
@@ -216,21 +216,15 @@ def live_rows(clip: dict, speed: int = 8) -> list[dict]:
     their PCK (against the file, every frame)."""
     rows = []
     path = clip["path"].replace(".truth.json", ".mp4")
+    n = len(clip["frames"])
     for name, source in (("file", path), (f"camera x{speed}", f"lavfi:movie={path},setpts=PTS/{speed},realtime")):
-        results = list(
-            s2.stream(
-                source,
-                models={"pose": str(toy_model("pose"))},
-                device="cpu",
-                flip="auto",
-                detector={"type": "file", "path": clip["path"]},
-            )
-        )
-        results = [r for r in results if r.frame_index < len(clip["frames"])]
+        options = dict(models={"pose": str(toy_model("pose"))}, device="cpu", flip="auto")
+        detector = {"type": "file", "path": clip["path"]}
+        # a camera never ends: it stops after the clip's frames
+        results = list(s2.stream(source, detector=detector, set={"source.max_frames": n}, **options))
+        results = [r for r in results if r.frame_index < n]
         pred, truth, boxes = matched(results, clip)
-        rows.append(
-            {"source": name, "kept": len(results) / len(clip["frames"]), "pck@0.1": pck(pred, truth, boxes, 0.1)}
-        )
+        rows.append({"source": name, "kept": len(results) / n, "pck@0.1": pck(pred, truth, boxes, 0.1)})
     return rows
 
 

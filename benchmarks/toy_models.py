@@ -1,6 +1,7 @@
 """Train the toy models that ship with the package, the one command for each: `python -m benchmarks.toy_models
 pose` (seg, matting; or all). It renders the synthetic training and held-out sets (`sapiens2-stream synth
-dataset`, kept in --work for the next task), trains with `sapiens2-stream finetune` from a fresh tiny model, and
+dataset`, kept in --work for the next task), trains with `sapiens2-stream finetune` (pose from a fresh tiny
+model; seg and matting from the toy pose model's backbone, so make pose first), and
 copies `best/` into sapiens2_stream/models/data/toy/<task>/ with a PROVENANCE.json: the commands, the minutes
 they took on this machine, the model's size and its held-out scores.
 """
@@ -18,16 +19,19 @@ from pathlib import Path
 
 import torch
 
+TOY = Path(__file__).resolve().parents[1] / "sapiens2_stream" / "models" / "data" / "toy"
 RECIPES = {  # the finetune runs, one after another (a later one starts from the one before's best/)
     "pose": [
         ["--input-size", "128x96", "--steps", "4000", "--batch-size", "32"],
-        ["--steps", "6000", "--batch-size", "32", "--lr", "5e-4"],  # sides are the last thing it learns
+        ["--steps", "5000", "--batch-size", "32", "--lr", "5e-4"],  # sides are the last thing it learns
     ],
-    "seg": [["--input-size", "128x160", "--steps", "2500", "--batch-size", "16"]],
-    "matting": [["--input-size", "128x160", "--steps", "1500", "--batch-size", "16"]],
+    # the dense tasks start from the toy pose model's backbone (it knows where bodies are), under a fresh head
+    "seg": [["--from", str(TOY / "pose"), "--input-size", "128x160", "--steps", "1500", "--batch-size", "16",
+             "--lr", "2e-3"]],
+    "matting": [["--from", str(TOY / "pose"), "--input-size", "128x160", "--steps", "1000", "--batch-size", "16",
+                 "--lr", "2e-3"]],
 }
 TRAIN, HELD_OUT = ("--count", "2400", "--seed", "11"), ("--count", "200", "--seed", "12")
-TOY = Path(__file__).resolve().parents[1] / "sapiens2_stream" / "models" / "data" / "toy"
 
 
 def cli(*args: str) -> tuple[list[str], float]:

@@ -195,27 +195,15 @@ def test_ctrl_c_leaves_last_loadable_and_resume_goes_on(synth, tmp_path):
 
 
 @pytest.mark.parametrize("task,key", [("seg", "miou"), ("matting", "sad")])
-def test_dense_tasks_train_and_score(synth, tmp_path, task, key):
+def test_dense_tasks_train_on_a_pose_models_backbone(synth, tmp_path, tiny_dir, task, key):
     out = tmp_path / task
-    r = finetune(
-        task,
-        "--data",
-        synth,
-        "--output",
-        out,
-        "--steps",
-        30,
-        "--batch-size",
-        4,
-        "--input-size",
-        "64x80",
-        "--val-every",
-        15,
-    )
+    args = ["--data", synth, "--from", tiny_dir["pose"], "--output", out, "--steps", 30, "--batch-size", 4]
+    r = finetune(task, *args, "--input-size", "64x80", "--val-every", 15)
     assert r.returncode == 0, r.stderr
     lines = read_jsonl(out / "metrics.jsonl")
     assert lines[-1]["loss"] < lines[1]["loss"] and np.isfinite(lines[-1][key])
-    assert load_model(out / "best", task=task).config.image_size == (64, 80)
+    model = load_model(out / "best", task=task)
+    assert model.config.image_size == (64, 80) and model.task == task  # the pose backbone under a new head
 
 
 def test_layer_wise_learning_rates_fall_from_the_head_down():

@@ -24,7 +24,9 @@
   shorter than 45% of its upright length: lying along the camera's view) with the hips dropping by a quarter of the
   person's upright height, within `fall_s` (1.2 s), and stays down for `down_s` (0.6 s; the event's time is when
   the trunk reached lying): sitting down keeps the trunk upright, bending over keeps the hips up, lying down slowly
-  takes longer. `hands_up`: both wrists above the nose by a tenth of the person's height for `hands_s` (0.5 s),
+  takes longer. The trunk is the smoothed shoulders' and hips' middles, read once at least one shoulder and one
+  hip are sure (a model that sees a person lying on a side is unsure of the lower ones). `hands_up`: both wrists
+  above the nose by a tenth of the person's height for `hands_s` (0.5 s),
   once until they come down.
 """
 
@@ -254,8 +256,9 @@ class EventRules:
         state = self.poses.setdefault(track_id, PoseState())
         shoulders, hips, wrists, nose = ids("left_shoulder", "right_shoulder"), ids("left_hip", "right_hip"), \
             ids("left_wrist", "right_wrist"), ids("nose")[0]  # fmt: skip
-        if (scores[shoulders + hips] < MIN_SCORE).any():
-            return
+        if (scores[shoulders] < MIN_SCORE).all() or (scores[hips] < MIN_SCORE).all():
+            return  # one shoulder and one hip seen is enough: lying on a side, the lower ones are hidden (the
+            # smoothed keypoints carry the unsure ones on)
         trunk = keypoints[shoulders].mean(0) - keypoints[hips].mean(0)
         angle = float(np.degrees(np.arctan2(abs(trunk[0]), -trunk[1])))  # 0: upright (shoulders above the hips)
         hip_y = float(keypoints[hips, 1].mean())

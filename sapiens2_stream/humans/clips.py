@@ -38,15 +38,13 @@ class Scene:
 
 
 def crossing() -> Scene:
-    """Two people walk across the view in opposite directions, one passing behind the other."""
+    """Two people cross the view on the slant in opposite directions, one coming nearer, the other going away
+    and passing behind the first (a camera sees people walk at an angle far more often than square across)."""
+    towards, away = -np.pi / 2 + 0.6, np.pi / 2 + 0.6  # heading right and nearer; left and further
     return Scene(
         [
-            (
-                1,
-                script(("walk", 6.0, 0.9), x=-2.6, y=0.0, yaw=-np.pi / 2),
-                Look(shirt=(200, 60, 50), shorts=(40, 40, 90)),
-            ),
-            (2, script(("walk", 6.0, 0.9), x=2.6, y=1.0, yaw=np.pi / 2), Look(skin=(141, 85, 60), shirt=(60, 170, 80))),
+            (1, script(("walk", 6.0, 0.9), x=-2.6, y=1.6, yaw=towards), Look(shirt=(200, 60, 50), shorts=(40, 40, 90))),
+            (2, script(("walk", 6.0, 0.9), x=2.6, y=-0.6, yaw=away), Look(skin=(141, 85, 60), shirt=(60, 170, 80))),
         ],
         6.0,
     )

@@ -1,4 +1,5 @@
-"""Tiny random Sapiens2 checkpoints in the released layout, for smoke tests and demos without downloads.
+"""Tiny random Sapiens2 checkpoints in the released layout, for smoke tests without downloads (and the starting
+point of the toy models, `models/toy.py`).
 
 The weights are random: the outputs have the right shapes and types but mean nothing.
 """
@@ -39,7 +40,7 @@ def random_model(config: ModelConfig, seed: int = 0) -> Sapiens2:
 
 def released_state_dict(model: Sapiens2) -> dict[str, torch.Tensor]:
     """The state_dict as the released files lay it out (pretrain without prefix, RoPE periods included)."""
-    sd = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     b = model.config.backbone
     sd["backbone.rope_embed.periods"] = rope_periods(b.rope_theta, b.head_dim)
     return split_pretrain_prefix(sd) if model.task == "pretrain" else sd

@@ -33,6 +33,11 @@ class Jitter:
     def none(cls) -> Jitter:
         return cls(0.0, 0.0, 0.0, 0.0, 0.0)
 
+    @classmethod
+    def whole_picture(cls) -> Jitter:
+        """For seg and matting (upstream resizes 0.4-2x and crops): zoomed in up to 2x and panned, or out to 1.5x."""
+        return cls(scale=0.5, shift=0.25)
+
 
 def normalise(images: np.ndarray) -> torch.Tensor:
     """uint8 [B, H, W, 3] -> ImageNet-normalised float [B, 3, H, W]."""

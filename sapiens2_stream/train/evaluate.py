@@ -41,7 +41,7 @@ def pose_scores(model, data: PoseSet, size: tuple[int, int], flip: bool = False)
         "pck@0.05": pck(kp, truth, data.boxes, 0.05),
         "pck@0.1": pck(kp, truth, data.boxes, 0.1),
         "ap": oks_ap(kp, sc, truth, data.boxes, data.image_of),
-        "lr_swaps": left_right_swaps(kp, truth, pose_metadata().flip_pairs),
+        "lr_swaps": left_right_swaps(kp, truth, data.boxes, pose_metadata().flip_pairs),
     }
 
 

@@ -25,9 +25,11 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import Sapiens2StreamError
+from ..models.config import ModelConfig, head_preset
 from ..models.loading import load_model, read_safetensors
 from ..models.metadata import NUM_KEYPOINTS, NUM_SEG_CLASSES
-from ..models.tiny import random_model, save_released, tiny_config
+from ..models.tasks import SIZES
+from ..models.tiny import TINY_BACKBONE, random_model, save_released, tiny_config
 from ..processing.geometry import normalization
 from .augment import Jitter, dense_batch, pose_batch
 from .data import IGNORE, DenseSet, PoseSet, read_dense_set, read_pose_set
@@ -41,14 +43,15 @@ class FinetuneOptions:
     task: str
     data: str
     output: str
-    source: str = "tiny"  # a hub id, folder or file (as models.<task>.source), or "tiny": a fresh tiny model
+    source: str = "tiny"  # a hub id, folder or file (as models.<task>.source), or "tiny": a fresh tiny model; a
+    # model of another task (or the pretrained backbone) gives its backbone, under a fresh head
     val: str | None = None  # held-out data in the same format (default: a tenth of `data`)
     images: str | None = None  # pose: the images' folder, if not beside the JSON
     keypoints: str | None = None  # pose: {"their name": "one of the 308"}
     classes: str | None = None  # seg: {"their id": one of 0-28 (255: ignore)}
     steps: int = 2000
     batch_size: int = 16
-    lr: float | None = None  # default: 1e-3 from "tiny", 1e-4 from a trained model
+    lr: float | None = None  # default: 1e-3 from "tiny", 5e-4 for a fresh head, 1e-4 from a model of the task
     input_size: tuple[int, int] | None = None  # default: the model's own
     freeze: str = "none"  # or "backbone": train the head only
     device: str = "auto"
@@ -113,7 +116,9 @@ def build(opts: FinetuneOptions, device: torch.device):
     elif opts.source == "tiny":
         model = random_model(tiny_config(opts.task), opts.seed)
     else:
-        model = load_model(opts.source, task=opts.task)
+        model = load_model(opts.source)
+        if model.task != opts.task:
+            model = with_new_head(model, opts.task, opts.seed)
     need = {"pose": NUM_KEYPOINTS, "seg": NUM_SEG_CLASSES}.get(opts.task)
     if need and model.config.head.num_outputs != need:
         raise Sapiens2StreamError(
@@ -125,6 +130,27 @@ def build(opts: FinetuneOptions, device: torch.device):
         raise Sapiens2StreamError(f"--input-size {size[0]}x{size[1]}: both must be multiples of 16")
     model.config = replace(model.config, image_size=size)
     return model.to(device).train(), size
+
+
+def with_new_head(model, task: str, seed: int):
+    """A `task` model on another model's backbone (a pretrained backbone, or another task's), with a fresh head:
+    the tiny one on the tiny backbone, else the released head of the backbone's size."""
+    backbone = model.config.backbone
+    if backbone == TINY_BACKBONE:
+        config = tiny_config(task)
+    else:
+        sizes = [
+            n
+            for n, s in SIZES.items()
+            if (s["hidden_size"], s["num_layers"]) == (backbone.hidden_size, backbone.num_layers)
+        ]
+        if not sizes:
+            raise Sapiens2StreamError(f"a {model.task} model of no released size: no {task} head to put on it")
+        config = ModelConfig(task, backbone, head_preset(task, sizes[0]))
+    fresh = random_model(replace(config, backbone=backbone), seed)
+    fresh.backbone.load_state_dict(model.backbone.state_dict())
+    fresh.new_head = True
+    return fresh
 
 
 def layer_groups(model, base_lr: float, decay: float, weight_decay: float, freeze: str) -> list[dict]:
@@ -170,6 +196,20 @@ def heatmap_loss(heatmaps: torch.Tensor, targets: torch.Tensor, weights: torch.T
     return 1000 * err.sum() / weights.sum().clamp(min=1)
 
 
+def dice_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """1 - soft Dice, averaged over the classes the batch shows (upstream adds it to the cross-entropy: small
+    parts count as much as the background)."""
+    keep = (labels != IGNORE)[:, None]
+    probs = logits.float().softmax(1) * keep
+    classes = torch.arange(logits.shape[1], device=labels.device)[None, :, None, None]
+    onehot = labels[:, None] == classes  # bool: the ignored pixels match no class
+    inter = (probs * onehot).sum((0, 2, 3))
+    counts = onehot.sum((0, 2, 3))
+    total = probs.sum((0, 2, 3)) + counts
+    present = counts > 0
+    return (1 - (2 * inter + 1) / (total + 1))[present].mean()
+
+
 def loss_of(model, task: str, batch: tuple) -> torch.Tensor:
     pixels = batch[0]
     out = model(pixels)
@@ -179,7 +219,11 @@ def loss_of(model, task: str, batch: tuple) -> torch.Tensor:
         logits = out.logits
         if logits.shape[-2:] != batch[1].shape[-2:]:
             logits = F.interpolate(logits.float(), size=batch[1].shape[-2:], mode="bilinear", align_corners=False)
-        return F.cross_entropy(logits.float(), batch[1], ignore_index=IGNORE)
+        coarse = F.avg_pool2d(logits.float(), 2), batch[1][:, ::2, ::2]  # Dice at half size: a quarter of the work
+        weights = torch.ones(logits.shape[1], device=logits.device)
+        weights[0] = 0.1  # the background, most of every picture, weighs a tenth (as upstream's class weights)
+        ce = F.cross_entropy(logits.float(), batch[1], weight=weights, ignore_index=IGNORE)
+        return ce + dice_loss(*coarse)
     size = batch[1].shape[-2:]
     alpha = F.interpolate(out.alphas.float(), size=size, mode="bilinear", align_corners=False)[:, 0]
     foreground = F.interpolate(out.foregrounds.float(), size=size, mode="bilinear", align_corners=False)
@@ -258,7 +302,7 @@ def finetune(opts: FinetuneOptions) -> dict:
     out = Path(opts.output)
     cuda = device.type == "cuda"
     model.backbone.checkpointing = cuda
-    lr = opts.lr or (1e-3 if opts.source == "tiny" else 1e-4)
+    lr = opts.lr or (1e-3 if opts.source == "tiny" else 5e-4 if getattr(model, "new_head", False) else 1e-4)
     optimizer = torch.optim.AdamW(
         layer_groups(model, lr, opts.layer_decay, opts.weight_decay, opts.freeze), betas=(0.9, 0.999)
     )
@@ -270,7 +314,7 @@ def finetune(opts: FinetuneOptions) -> dict:
         state = load_resume(out, optimizer)
     key, sign = PRIMARY[opts.task]
     rng = np.random.default_rng(opts.seed + state["step"])
-    jitter = Jitter()
+    jitter = Jitter() if opts.task == "pose" else Jitter.whole_picture()
     sigma = max(1.5, 6.0 * (size[1] // 4) / 192)
     (out / "training.json").write_text(
         json.dumps({**asdict(opts), "input_size": list(size), "lr": lr, "warmup": warmup, "sigma": sigma}, indent=1)

@@ -34,22 +34,21 @@ def mean_error_px(pred: np.ndarray, truth: np.ndarray) -> float:
     return float(np.linalg.norm(pred[..., :2] - truth[..., :2], axis=-1)[labelled].mean())
 
 
-def left_right_swaps(pred: np.ndarray, truth: np.ndarray, pairs) -> float:
-    """Share of labelled left/right pairs whose prediction is nearer the swapped truth than the truth."""
+def left_right_swaps(pred: np.ndarray, truth: np.ndarray, boxes: np.ndarray, pairs) -> float:
+    """Share of left/right pairs, both labelled and apart by more than a tenth of the box (a clear case), whose
+    prediction is nearer the swapped truth than the truth."""
     swaps, total = 0, 0
+    scale = box_scale(boxes)
     for a, b in pairs:
         both = (truth[:, a, 2] > 0) & (truth[:, b, 2] > 0)
+        both &= np.linalg.norm(truth[:, a, :2] - truth[:, b, :2], axis=-1) > 0.1 * scale
         if not both.any():
             continue
-        right = np.linalg.norm(pred[both, a, :2] - truth[both, a, :2], axis=-1) + np.linalg.norm(
-            pred[both, b, :2] - truth[both, b, :2], axis=-1
-        )
-        wrong = np.linalg.norm(pred[both, a, :2] - truth[both, b, :2], axis=-1) + np.linalg.norm(
-            pred[both, b, :2] - truth[both, a, :2], axis=-1
-        )
-        apart = np.linalg.norm(truth[both, a, :2] - truth[both, b, :2], axis=-1) > 4  # a clear case only
-        swaps += int((wrong < right)[apart].sum())
-        total += int(apart.sum())
+        p, t = pred[both], truth[both]
+        right = np.linalg.norm(p[:, a] - t[:, a, :2], axis=-1) + np.linalg.norm(p[:, b] - t[:, b, :2], axis=-1)
+        wrong = np.linalg.norm(p[:, a] - t[:, b, :2], axis=-1) + np.linalg.norm(p[:, b] - t[:, a, :2], axis=-1)
+        swaps += int((wrong < right).sum())
+        total += int(both.sum())
     return swaps / total if total else float("nan")
 
 
