@@ -153,6 +153,15 @@ def with_new_head(model, task: str, seed: int):
     return fresh
 
 
+def silence_unlabelled(model, labelled: np.ndarray) -> None:
+    """A fresh pose model's keypoints that the data never labels give all-zero heatmaps (score 0) rather than
+    noise: their predictor rows start at zero, and as they weigh nothing in the loss they get no gradient."""
+    predictor = model.decode_head.predictor
+    with torch.no_grad():
+        predictor.weight[~torch.from_numpy(labelled)] = 0
+        predictor.bias[~torch.from_numpy(labelled)] = 0
+
+
 def layer_groups(model, base_lr: float, decay: float, weight_decay: float, freeze: str) -> list[dict]:
     """AdamW groups: the learning rate decays by `decay` per layer from the head down to the patch embedding;
     norms, biases and tokens get no weight decay."""
@@ -299,6 +308,8 @@ def finetune(opts: FinetuneOptions) -> dict:
     train, val = read_sets(opts)
     torch.manual_seed(opts.seed)
     model, size = build(opts, device)
+    if opts.task == "pose" and opts.source == "tiny" and not opts.resume:
+        silence_unlabelled(model, train.labelled)
     out = Path(opts.output)
     cuda = device.type == "cuda"
     model.backbone.checkpointing = cuda
