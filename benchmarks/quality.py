@@ -133,7 +133,7 @@ def smoothing_rows(clip: dict) -> list[dict]:
     rows = []
     body = [keypoint_index()[n] for n in BODY_JOINTS]
     for method in SMOOTHERS:
-        pred, truth = track_of(run(clip, smoothing={"method": method}, flip="on"), clip, 1)
+        pred, truth = track_of(run(clip, smoothing=method, flip="on"), clip, 1)
         jitter, lag = jitter_and_lag(pred[:, body], truth[:, body])
         err = float(np.linalg.norm(pred[:, body] - truth[:, body, :2], axis=-1)[truth[:, body, 2] > 0].mean())
         rows.append({"method": method, "jitter_px": jitter, "lag_frames": lag, "error_px": err})
@@ -162,7 +162,7 @@ def event_rows(videos: dict, folder: Path) -> list[dict]:
         counts = {kind: {"found": 0, "true": 0, "hits": 0} for kind in ("crossings", "falls")}
         for name in ("crossing", "fall", "everything"):
             out = folder / f"events-{name}-{method}"
-            run(videos[name], output=out, set={"events": events}, smoothing={"method": method}, flip="on")
+            run(videos[name], output=out, set={"events": events}, smoothing=method, flip="on")
             said = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
             found = {
                 "crossings": [e["time_s"] for e in said if e.get("kind") == "crossing"],
@@ -273,7 +273,7 @@ def plot(report: dict, path: str) -> None:
         )
     axes[0].set_xticks(x, names, rotation=15)
     axes[0].set_title("PCK@0.1 (toy pose model)")
-    axes[0].legend()
+    axes[0].legend(loc="lower left")
     sm = report["smoothing"]
     axes[1].bar([r["method"] for r in sm], [r["jitter_px"] for r in sm])
     axes[1].set_title("jitter (px/frame², lower is steadier)")

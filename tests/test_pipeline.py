@@ -351,8 +351,9 @@ def test_demo_runs_offline(tmp_path):
          "--no-progress"], capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert "RANDOM" in out.stderr
-    assert len(read_jsonl(tmp_path / "demo" / "results.jsonl")) == 6
+    assert "toy Sapiens2 models" in out.stderr  # says what it runs
+    records = read_jsonl(tmp_path / "demo" / "results.jsonl")
+    assert len(records) == 6 and all(len(r["people"]) == 2 and r["seg_pixels"] for r in records)
     assert len(video_times(tmp_path / "demo" / "annotated.mp4")) == 6
 
 
