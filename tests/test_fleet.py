@@ -218,6 +218,12 @@ def test_fleet_places_restarts_moves_and_stops(tmp_path, tiny_dir, cluster):
     driver = start_driver(spec, ray_cluster)
     try:
         wait_until(lambda: all(records(out / c) for c in cameras), 240, "every camera's first results")
+
+        def placed() -> list:
+            return sorted(c for w in fleet_record(out)["workers"].values() for c in w["sources"])
+
+        # fleet.json is rewritten as the workers report in: on a busy machine after the first results
+        wait_until(lambda: placed() == cameras, 60, "fleet.json naming every camera's worker")
         record = fleet_record(out)
         # placement: one owner per camera, one worker per (declared) GPU, each with its own device
         workers = record["workers"]
