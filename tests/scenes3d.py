@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sapiens2_stream.humans.render import hit_capsule, pixel_box
+from sapiens2_stream.humans.render import capsule_hits
 from sapiens2_stream.threed.body import JOINT_DEPTH_M, index
 
 WIDTH, HEIGHT, FOCAL = 640, 480, 550.0
@@ -168,15 +168,10 @@ def render(cam: Camera, poses: list[Pose]) -> View:
     for p, pose in enumerate(poses):
         j = skeleton(pose)
         for a, b, r in capsules(j):
-            box = pixel_box(cam, a, b, r, WIDTH, HEIGHT)
-            if box is None:
-                continue
-            x0, y0, x1, y1 = box
-            rows = (np.arange(y0, y1)[:, None] * WIDTH + np.arange(x0, x1)[None]).ravel()
-            t = hit_capsule(cam.centre, dirs[rows], a, b, r)
-            nearer = t < depth[rows]
-            depth[rows[nearer]] = t[nearer]
-            owner[rows[nearer]] = p
+            found = capsule_hits(cam, dirs, depth, a, b, r, WIDTH, HEIGHT)
+            if found is not None:
+                rows, t = found
+                depth[rows], owner[rows] = t, p
         names = [n for n in j if n in ids]
         truth.append({n: cam.to_camera(j[n]) for n in names})
         kp = np.zeros((len(ids), 2))

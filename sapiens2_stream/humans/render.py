@@ -172,6 +172,22 @@ def pixel_box(cam: Camera, a, b, r, width: int, height: int, scale: float = 1.0)
     return None if x0 >= x1 or y0 >= y1 else (x0, y0, x1, y1)
 
 
+def capsule_hits(
+    cam: Camera, dirs: np.ndarray, depth: np.ndarray, a, b, r: float, width: int, height: int, scale: float = 1.0
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where a capsule shows in front of what is already drawn: (flat pixel indices, distances) of the rays
+    `dirs` [height * width, 3] (row-major; a picture `scale` times the camera's) that meet it nearer than
+    `depth`; None where it shows nowhere. Only the rays through its pixel box are cast."""
+    box = pixel_box(cam, a, b, r, width, height, scale)
+    if box is None:
+        return None
+    x0, y0, x1, y1 = box
+    rows = (np.arange(y0, y1)[:, None] * width + np.arange(x0, x1)[None]).ravel()
+    hit = hit_capsule(cam.centre, dirs[rows], a, b, r)
+    nearer = hit < depth[rows]
+    return (rows[nearer], hit[nearer]) if nearer.any() else None
+
+
 def _rays(cam: Camera, ss: int) -> tuple[np.ndarray, np.ndarray]:
     """Unit camera-frame and world-frame ray directions [H*ss, W*ss, 3] through the sub-pixel centres."""
     k = cam.intrinsics
@@ -250,16 +266,10 @@ def render(
     skeletons = [joints(p.pose) for p in people]
     for index, (person, j) in enumerate(zip(people, skeletons, strict=True)):
         for a, b, r, part in capsules(j, person.pose.scale):
-            box = pixel_box(cam, a, b, r, ww, hh, ss)
-            if box is None:
+            found = capsule_hits(cam, flat_dirs, t, a, b, r, ww, hh, ss)
+            if found is None:
                 continue
-            x0, y0, x1, y1 = box
-            rows = (np.arange(y0, y1)[:, None] * ww + np.arange(x0, x1)[None]).ravel()
-            hit = hit_capsule(cam.centre, flat_dirs[rows], a, b, r)
-            nearer = hit < t[rows]
-            if not nearer.any():
-                continue
-            rows, hit = rows[nearer], hit[nearer]
+            rows, hit = found
             point = cam.centre + flat_dirs[rows] * hit[:, None]
             ba = b - a
             along = np.clip(((point - a) @ ba) / max(ba @ ba, 1e-12), 0, 1)
