@@ -10,8 +10,7 @@ import json
 import numpy as np
 import pytest
 
-import sapiens2_stream as s2
-from benchmarks.quality import matched
+from benchmarks.quality import matched, run
 from sapiens2_stream.humans.clips import crossing, fall, render_clip, write_clip
 from sapiens2_stream.models.metadata import pose_metadata, seg_metadata
 from sapiens2_stream.models.toy import provenance, toy_model
@@ -38,16 +37,9 @@ def video(clip: dict) -> str:
     return clip["path"].replace(".truth.json", ".mp4")
 
 
-def stream(clip: dict, tasks=("pose",), **options) -> list:
-    models = {t: str(toy_model(t)) for t in tasks}
-    return list(
-        s2.stream(video(clip), models=models, detector={"type": "file", "path": clip["path"]}, device="cpu", **options)
-    )
-
-
 def test_keypoints_follow_the_figures_through_run_and_stream(clips, tmp_path):
     clip = clips["crossing"]
-    results = stream(clip, flip="on")
+    results = run(clip, flip="on")
     pred, truth, boxes = matched(results, clip)
     assert len(pred) > 1.5 * len(clip["frames"])  # both people, nearly every frame
     score = pck(pred, truth, boxes, 0.1)
@@ -63,7 +55,7 @@ def test_keypoints_follow_the_figures_through_run_and_stream(clips, tmp_path):
 def test_a_mirrored_video_gives_mirrored_keypoints_with_sides_right(clips, flip):
     for name in ("fall", "mirrored"):  # people facing the camera, turned a little: their sides can be told
         clip = clips[name]
-        pred, truth, boxes = matched(stream(clip, flip=flip), clip)
+        pred, truth, boxes = matched(run(clip, flip=flip), clip)
         assert pck(pred, truth, boxes, 0.1) > PCK_BAR, (name, flip)
         swaps = left_right_swaps(pred, truth, boxes, pose_metadata().flip_pairs)
         assert swaps < SWAP_BAR, (name, flip, swaps)
@@ -80,7 +72,7 @@ def test_part_labels_survive_flip_tta(clips):
         truth = [merged[view.labels] for _, _, view in render_clip(fall(), FPS, (240, 320), mirror=mirror)]
         scores = {}
         for flip in ("off", "on"):
-            results = stream(clips[name], tasks=("seg",), flip=flip)
+            results = run(clips[name], tasks=("seg",), flip=flip)
             scores[flip] = miou([merged[r.seg] for r in results], [truth[r.frame_index] for r in results], 29)
         assert scores["off"] > 0.15 and scores["on"] > 0.95 * scores["off"], (name, scores)
 
@@ -89,7 +81,7 @@ def test_a_crossing_and_a_fall_are_counted_from_the_models_keypoints(clips, tmp_
     events = {"lines": {"middle": {"points": [[0.5, 0.0], [0.5, 1.0]]}}, "poses": {"fall": True}}
     said = {}
     for name in ("crossing", "fall"):
-        stream(clips[name], output=str(tmp_path / name), set={"events": events}, flip="on")
+        run(clips[name], output=tmp_path / name, set={"events": events}, flip="on")
         said[name] = [json.loads(x) for x in (tmp_path / name / "events.jsonl").read_text().splitlines()]
     crossings = [e for e in said["crossing"] if e["kind"] == "crossing"]
     truth = clips["crossing"]["crossings"]
