@@ -1,7 +1,7 @@
 """Train the toy models that ship with the package, the one command for each: `python -m benchmarks.toy_models
-pose` (seg, matting; or all). It renders the synthetic training and held-out sets (`sapiens2-stream synth
-dataset`, kept in --work for the next task), trains with `sapiens2-stream finetune` (pose from a fresh tiny
-model; seg and matting from the toy pose model's backbone, so make pose first), and
+pose` (seg, matting, normal, pointmap; or all). It renders the synthetic training and held-out sets
+(`sapiens2-stream synth dataset`, kept in --work for the next task), trains with `sapiens2-stream finetune` (pose
+from a fresh tiny model; the others from the toy pose model's backbone, so make pose first), and
 copies `best/` into sapiens2_stream/models/data/toy/<task>/ with a PROVENANCE.json: the commands, the minutes
 they took on this machine, the model's size and its held-out scores.
 """
@@ -20,16 +20,19 @@ from pathlib import Path
 import torch
 
 TOY = Path(__file__).resolve().parents[1] / "sapiens2_stream" / "models" / "data" / "toy"
+POSE = str(TOY / "pose")
 RECIPES = {  # the finetune runs, one after another (a later one starts from the one before's best/)
     "pose": [
-        ["--input-size", "128x96", "--steps", "4000", "--batch-size", "32"],
-        ["--steps", "5000", "--batch-size", "32", "--lr", "5e-4"],  # sides are the last thing it learns
+        "--input-size 128x96 --steps 4000 --batch-size 32".split(),
+        "--steps 5000 --batch-size 32 --lr 5e-4".split(),  # sides are the last thing it learns
     ],
-    # the dense tasks start from the toy pose model's backbone (it knows where bodies are), under a fresh head
-    "seg": [["--from", str(TOY / "pose"), "--input-size", "128x160", "--steps", "1500", "--batch-size", "16",
-             "--lr", "2e-3"]],
-    "matting": [["--from", str(TOY / "pose"), "--input-size", "128x160", "--steps", "1000", "--batch-size", "16",
-                 "--lr", "2e-3"]],
+    # the others start from the toy pose model's backbone (it knows where bodies are), under a fresh head; seg's
+    # head is 4x the tiny width (8 channels cannot carry 29 classes, left and right among them); normals and
+    # points at the frames' own aspect (the pipeline fits them in): 96x128 for 4:3
+    "seg": [f"--from {POSE} --input-size 128x160 --head-width 4 --steps 3000 --batch-size 16 --lr 2e-3".split()],
+    "matting": [f"--from {POSE} --input-size 128x160 --steps 1000 --batch-size 16 --lr 2e-3".split()],
+    "normal": [f"--from {POSE} --input-size 96x128 --head-width 2 --steps 1500 --batch-size 16 --lr 2e-3".split()],
+    "pointmap": [f"--from {POSE} --input-size 96x128 --head-width 2 --steps 2000 --batch-size 16 --lr 2e-3".split()],
 }
 TRAIN, HELD_OUT = ("--count", "2400", "--seed", "11"), ("--count", "200", "--seed", "12")
 
@@ -64,8 +67,21 @@ def train(task: str, work: Path) -> dict:
     for i, recipe in enumerate(RECIPES[task]):
         run = work / f"run-{task}-{i + 1}"
         shutil.rmtree(run, ignore_errors=True)
-        command, took = cli("finetune", task, "--data", data[0], "--val", data[1], "--output", str(run), *start,
-                            *recipe, "--device", "cpu", "--no-progress")
+        command, took = cli(
+            "finetune",
+            task,
+            "--data",
+            data[0],
+            "--val",
+            data[1],
+            "--output",
+            str(run),
+            *start,
+            *recipe,
+            "--device",
+            "cpu",
+            "--no-progress",
+        )
         commands.append(command)
         seconds += took
         start = ["--from", str(run / "best")]

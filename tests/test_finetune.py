@@ -93,6 +93,12 @@ def test_unreadable_image_and_bad_masks_are_one_line_and_exit_2(synth, tmp_path)
     cv2.imwrite(str(data / "labels" / "000003.png"), np.full((240, 320), 40, np.uint8))
     r = finetune("seg", "--data", data, "--output", tmp_path / "o3", "--steps", 5)
     assert r.returncode == 2 and "class ids [40] are not among the 29" in r.stderr
+    np.save(data / "pointmap" / "000004.npy", np.zeros((240, 320), np.float16))
+    r = finetune("pointmap", "--data", data, "--output", tmp_path / "o4", "--steps", 5)
+    assert r.returncode == 2 and "a pointmap is [H, W, 3], not [240, 320]" in r.stderr, r.stderr
+    (data / "normals" / "000004.png").unlink()
+    r = finetune("normal", "--data", data, "--output", tmp_path / "o5", "--steps", 5)
+    assert r.returncode == 2 and "000004.png: missing or unreadable normals PNG" in r.stderr, r.stderr
 
 
 def test_other_keypoint_names_map_onto_the_308(synth, tmp_path):
@@ -192,7 +198,9 @@ def test_ctrl_c_leaves_last_loadable_and_resume_goes_on(synth, tmp_path):
     assert steps[0] == 0 and steps[-1] == step + 5 and steps.count(0) == 1  # went on, did not start again
 
 
-@pytest.mark.parametrize("task,key", [("seg", "miou"), ("matting", "sad")])
+@pytest.mark.parametrize(
+    "task,key", [("seg", "miou"), ("matting", "sad"), ("normal", "angle_deg"), ("pointmap", "abs_rel")]
+)
 def test_dense_tasks_train_on_a_pose_models_backbone(synth, tmp_path, tiny_dir, task, key):
     out = tmp_path / task
     args = ["--data", synth, "--from", tiny_dir["pose"], "--output", out, "--steps", 30, "--batch-size", 4]

@@ -1,5 +1,6 @@
 """Synthetic humans written as the files people train and score on: a COCO keypoints JSON with its images, PNG
-part-label maps and alpha PNGs (the formats `finetune` reads), and videos with a truth file per clip.
+part-label maps, alpha PNGs, normal maps (RGB PNGs, the usual (n + 1) / 2 coding) and pointmaps (float16 .npy,
+camera-frame metres) (the formats `finetune` reads), and videos with a truth file per clip.
 
 Every picture is a random room, camera and one to four people, each in a random moment of a random motion (the
 same motions the clips chain), with random clothes, size and light.
@@ -88,14 +89,20 @@ def coco_categories() -> list[dict]:
     return [{"id": 1, "name": "person", "supercategory": "person", "keypoints": list(KEYPOINTS), "skeleton": []}]
 
 
+def encode_normals(normals: np.ndarray) -> np.ndarray:
+    """Unit normals [H, W, 3] as an RGB picture: (n + 1) / 2 of 255, as normal maps are stored."""
+    return np.round((np.clip(normals, -1, 1) + 1) * 127.5).astype(np.uint8)
+
+
 def write_dataset(
     out_dir: str | Path, count: int, size: tuple[int, int] = (240, 320), seed: int = 0, progress: bool = True
 ) -> Path:
-    """`count` pictures into `out_dir`: images/, labels/ (part ids), alpha/ (0-255) and keypoints.json (COCO)."""
+    """`count` pictures into `out_dir`: images/, labels/ (part ids), alpha/ (0-255), normals/, pointmap/ and
+    keypoints.json (COCO)."""
     from tqdm import tqdm
 
     out = Path(out_dir)
-    for sub in ("images", "labels", "alpha"):
+    for sub in ("images", "labels", "alpha", "normals", "pointmap"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     images, annotations = [], []
@@ -105,6 +112,8 @@ def write_dataset(
         cv2.imwrite(str(out / "images" / f"{name}.jpg"), view.image[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 93])
         cv2.imwrite(str(out / "labels" / f"{name}.png"), view.labels)
         cv2.imwrite(str(out / "alpha" / f"{name}.png"), np.round(view.alpha * 255).astype(np.uint8))
+        cv2.imwrite(str(out / "normals" / f"{name}.png"), encode_normals(view.normals)[..., ::-1])
+        np.save(out / "pointmap" / f"{name}.npy", np.minimum(view.pointmap, 1e3).astype(np.float16))
         images.append({"id": i, "file_name": f"images/{name}.jpg", "width": size[1], "height": size[0]})
         annotations += [coco_annotation(p, i, len(annotations) + 1) for p in annotated(view)]
     coco = {"images": images, "annotations": annotations, "categories": coco_categories()}

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..models.metadata import pose_metadata, seg_metadata
+from ..processing.dense import content_box
 from ..processing.geometry import BOX_PADDING, IMAGENET_MEAN, IMAGENET_STD
 from ..processing.targets import gaussian_heatmaps
 from .data import IGNORE, DenseSet, PoseSet
@@ -32,6 +33,12 @@ class Jitter:
     @classmethod
     def none(cls) -> Jitter:
         return cls(0.0, 0.0, 0.0, 0.0, 0.0)
+
+    @classmethod
+    def geometry(cls) -> Jitter:
+        """For normal and pointmap: flips and colours only (a zoom or a turn would change what the camera's
+        points and normals should be)."""
+        return cls(0.0, 0.0, 0.0)
 
     @classmethod
     def whole_picture(cls) -> Jitter:
@@ -123,22 +130,32 @@ def pose_batch(
 def dense_batch(
     data: DenseSet, items: np.ndarray, task: str, size: tuple[int, int], rng: np.random.Generator, jitter: Jitter
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(pixels [B, 3, H, W], targets [B, H, W]: class ids (long) or alpha (float)) for the pictures `items`:
-    each picture stretched to the input size, as the pipeline feeds seg and matting."""
+    """(pixels [B, 3, H, W], targets) for the pictures `items`, each fed as the pipeline feeds its task: seg and
+    matting stretched to the input size (targets [B, H, W]: class ids, long, or alpha), normal and pointmap
+    fitted into it and centre-padded (targets [B, H, W, 3], NaN on the padding and where truth is missing).
+    A flip swaps the part labels' sides, and mirrors the normals' and points' x."""
     h, w = size
+    vectors = task in ("normal", "pointmap")
     swap = np.asarray(seg_metadata().flip_indices)
     pixels = np.zeros((len(items), h, w, 3), np.uint8)
-    targets = np.zeros((len(items), h, w), np.int64 if task == "seg" else np.float32)
+    shape = (len(items), h, w, 3) if vectors else (len(items), h, w)
+    targets = np.zeros(shape, np.int64 if task == "seg" else np.float32)
     for n, i in enumerate(items):
         image, target = data.images[i], data.targets[i]
         ih, iw = image.shape[:2]
         flip = rng.random() < jitter.flip
-        window = np.array([iw * (w - 1) / w, ih * (h - 1) / h])  # scale w / iw about the centre, as a resize
+        _, _, ch, cw = content_box((ih, iw), size, keep_aspect=vectors)
+        window = np.array([iw * (w - 1) / cw, ih * (h - 1) / ch])  # scale cw / iw about the centre, as a resize
         m = _affine(np.array([(iw - 1) / 2, (ih - 1) / 2]), window, size, rng, jitter, flip)
         pixels[n] = colour_jitter(cv2.warpAffine(image, m, (w, h), flags=cv2.INTER_LINEAR), rng, jitter.colour)
         if task == "seg":
             t = cv2.warpAffine(target, m, (w, h), flags=cv2.INTER_NEAREST, borderValue=0)
             targets[n] = np.where(t == IGNORE, IGNORE, swap[np.minimum(t, len(swap) - 1)] if flip else t)
+        elif vectors:  # nearest: a point between a person and the wall behind is neither
+            nan = (np.nan,) * 3
+            targets[n] = cv2.warpAffine(target, m, (w, h), flags=cv2.INTER_NEAREST, borderValue=nan)
+            if flip:
+                targets[n, ..., 0] *= -1
         else:
             targets[n] = cv2.warpAffine(target, m, (w, h), flags=cv2.INTER_LINEAR, borderValue=0)
     return normalise(pixels), torch.from_numpy(targets)

@@ -6,26 +6,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..arguments import size_arg
 from ..errors import Sapiens2StreamError
 
 
-def size_arg(text: str) -> tuple[int, int]:
-    """`HxW` -> (H, W)."""
-    try:
-        h, w = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected HEIGHTxWIDTH, e.g. 256x192") from None
-    return h, w
-
-
 def add_parsers(sub) -> None:
-    ft = sub.add_parser("finetune", help="train a pose, seg or matting model on your labelled data")
-    ft.add_argument("task", choices=("pose", "seg", "matting"))
+    ft = sub.add_parser("finetune", help="train a pose, seg, matting, normal or pointmap model on your labelled data")
+    ft.add_argument("task", choices=("pose", "seg", "matting", "normal", "pointmap"))
     ft.add_argument(
         "--data",
         required=True,
         help="pose: a COCO keypoints JSON; seg: a folder with images/ and labels/ (PNG class ids); "
-        "matting: a folder with images/ and alpha/ (PNG)",
+        "matting: a folder with images/ and alpha/ (PNG); normal: images/ and normals/ (RGB PNG, (n + 1) / 2); "
+        "pointmap: images/ and pointmap/ (.npy [H, W, 3], camera-frame metres)",
     )
     ft.add_argument("--val", help="held-out data in the same format (default: a tenth of --data)")
     ft.add_argument("--images", metavar="DIR", help="pose: the images' folder (default: beside the JSON)")
@@ -58,6 +51,9 @@ def add_parsers(sub) -> None:
     ft.add_argument("--resume", action="store_true", help="continue from --output's last/ and its optimizer state")
     ft.add_argument("--val-every", type=int, help="validate every N steps (default: a tenth of --steps)")
     ft.add_argument("--seed", type=int, default=0)
+    ft.add_argument(
+        "--head-width", type=int, default=1, metavar="N", help="a fresh tiny head's channels times N (default 1)"
+    )
     ft.add_argument("--no-progress", action="store_true")
     ft.set_defaults(func=cmd_finetune)
 
@@ -99,10 +95,11 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         resume=args.resume,
         val_every=args.val_every,
         seed=args.seed,
+        head_width=args.head_width,
         progress=not args.no_progress,
     )
-    if args.steps < 1 or args.batch_size < 1:
-        raise Sapiens2StreamError("--steps and --batch-size must be at least 1")
+    if args.steps < 1 or args.batch_size < 1 or args.head_width < 1:
+        raise Sapiens2StreamError("--steps, --batch-size and --head-width must be at least 1")
     scores = finetune(opts)
     print(
         f"finetune {args.task}: {', '.join(f'{k} {v:.4f}' for k, v in scores.items())}; best/ and last/ in "
@@ -117,7 +114,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
         from ..humans.datasets import write_dataset
 
         out = write_dataset(args.output, args.count, args.size, args.seed, not args.no_progress)
-        print(f"{args.count} pictures in {out}: keypoints.json, images/, labels/, alpha/", file=sys.stderr)
+        print(f"{args.count} pictures in {out}: keypoints.json, images/, labels/, alpha/, normals/, pointmap/",
+              file=sys.stderr)  # fmt: skip
         return 0
     from ..humans.clips import SCENES, write_clip
 

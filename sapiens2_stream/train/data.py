@@ -1,5 +1,6 @@
 """Users' labelled data, read and checked before any training: a COCO keypoints JSON for pose (its keypoints
-mapped onto the 308 by name), a folder of images with PNG label maps for seg, with alpha PNGs for matting.
+mapped onto the 308 by name), a folder of images with PNG label maps for seg, with alpha PNGs for matting, with
+normal-map PNGs or pointmap .npy files for normal and pointmap.
 
 Everything that would make training fail or learn nothing is found here, once, as one clear line: unknown
 keypoint names, missing or unreadable images, no annotations, masks of another size than their image, class ids
@@ -143,7 +144,8 @@ def box_around(keypoints: np.ndarray) -> np.ndarray:
 
 @dataclass
 class DenseSet:
-    """Whole pictures and their per-pixel truth: class ids (seg) or alpha 0-1 (matting)."""
+    """Whole pictures and their per-pixel truth: class ids (seg), alpha 0-1 (matting), unit normals or
+    camera-frame points (normal, pointmap)."""
 
     images: list[np.ndarray]
     targets: list[np.ndarray]
@@ -153,43 +155,73 @@ class DenseSet:
         return len(self.images)
 
 
+TRUTH_FOLDERS = {"seg": "labels", "matting": "alpha", "normal": "normals", "pointmap": "pointmap"}
+TRUTH_KINDS = {"seg": "PNG class ids", "matting": "PNG alpha", "normal": "RGB PNG normal maps",
+               "pointmap": ".npy [H, W, 3] camera-frame metres"}  # fmt: skip
+MAX_DEPTH = 100.0  # pointmap points further than this (m) are the sky, not truth
+
+
 def read_dense_set(folder: str | Path, task: str, mapping_file: str | Path | None = None) -> DenseSet:
-    """`folder/images/*` with `folder/labels/<same stem>.png` (seg) or `folder/alpha/<stem>.png` (matting)."""
+    """`folder/images/*` with, per image of the same stem, `labels/*.png` (seg), `alpha/*.png` (matting),
+    `normals/*.png` (normal: (n + 1) / 2 of 255 in RGB) or `pointmap/*.npy` (pointmap)."""
     root = Path(folder)
-    sub = "labels" if task == "seg" else "alpha"
+    sub = TRUTH_FOLDERS[task]
     if not (root / "images").is_dir() or not (root / sub).is_dir():
-        raise Sapiens2StreamError(f"{root}: expected images/ and {sub}/ inside (PNG {sub} named as the images)")
+        raise Sapiens2StreamError(
+            f"{root}: expected images/ and {sub}/ inside ({TRUTH_KINDS[task]} named as the images)"
+        )
     files = sorted(p for p in (root / "images").iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
         raise Sapiens2StreamError(f"{root / 'images'}: no images")
     lut = class_lut(mapping_file) if task == "seg" else None
     images, targets = [], []
     for file in files:
-        mask_path = root / sub / f"{file.stem}.png"
         image = read_rgb(file)
-        mask = cv2.imread(str(mask_path), cv2.IMREAD_UNCHANGED)
-        if mask is None:
-            raise Sapiens2StreamError(f"{mask_path}: missing or unreadable {sub} PNG for {file.name}")
-        if mask.ndim == 3:
-            mask = mask[..., 0]
-        if mask.shape != image.shape[:2]:
+        path, target = read_truth(root / sub, file.stem, task)
+        if target.shape[:2] != image.shape[:2]:
             raise Sapiens2StreamError(
-                f"{mask_path}: {mask.shape[1]}x{mask.shape[0]}, but its image is {image.shape[1]}x{image.shape[0]}"
+                f"{path}: {target.shape[1]}x{target.shape[0]}, but its image is {image.shape[1]}x{image.shape[0]}"
             )
         if task == "seg":
-            mask = lut[mask]
-            bad = np.setdiff1d(np.unique(mask), [*range(NUM_SEG_CLASSES), IGNORE])
+            target = lut[target]
+            bad = np.setdiff1d(np.unique(target), [*range(NUM_SEG_CLASSES), IGNORE])
             if len(bad):
                 raise Sapiens2StreamError(
-                    f"{mask_path}: class ids {bad[:5].tolist()} are not among the 29 (0-28, "
+                    f"{path}: class ids {bad[:5].tolist()} are not among the 29 (0-28, "
                     "255 ignored); map them with --classes MAP.json"
                 )
-            targets.append(mask.astype(np.uint8))
-        else:
-            scale = 65535.0 if mask.dtype == np.uint16 else 255.0
-            targets.append(mask.astype(np.float32) / scale)
+            target = target.astype(np.uint8)
+        targets.append(target)
         images.append(image)
     return DenseSet(images, targets, [f.name for f in files])
+
+
+def read_truth(folder: Path, stem: str, task: str) -> tuple[Path, np.ndarray]:
+    """One picture's truth: class ids [H, W] (seg), alpha 0-1 [H, W] (matting), unit normals or points
+    [H, W, 3] (NaN where a point is missing or too far)."""
+    path = folder / (f"{stem}.npy" if task == "pointmap" else f"{stem}.png")
+    if task == "pointmap":
+        try:
+            points = np.load(path, allow_pickle=False).astype(np.float32)
+        except (OSError, ValueError):
+            raise Sapiens2StreamError(f"{path}: missing or unreadable pointmap for {stem}") from None
+        if points.ndim != 3 or points.shape[2] != 3:
+            raise Sapiens2StreamError(f"{path}: a pointmap is [H, W, 3], not {list(points.shape)}")
+        points[~((points[..., 2] > 0) & (points[..., 2] < MAX_DEPTH))] = np.nan
+        return path, points
+    mask = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if mask is None:
+        raise Sapiens2StreamError(f"{path}: missing or unreadable {folder.name} PNG for {stem}")
+    if task == "normal":
+        if mask.ndim != 3:
+            raise Sapiens2StreamError(f"{path}: a normal map is an RGB PNG")
+        n = mask[..., 2::-1].astype(np.float32) / (65535.0 if mask.dtype == np.uint16 else 255.0) * 2 - 1
+        return path, n / np.maximum(np.linalg.norm(n, axis=-1, keepdims=True), 1e-6)
+    if mask.ndim == 3:
+        mask = mask[..., 0]
+    if task == "seg":
+        return path, mask
+    return path, mask.astype(np.float32) / (65535.0 if mask.dtype == np.uint16 else 255.0)
 
 
 def class_lut(mapping_file: str | Path | None) -> np.ndarray:

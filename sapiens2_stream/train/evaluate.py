@@ -12,7 +12,7 @@ from ..processing.crops import crop_persons
 from ..processing.dense import prepare_frames
 from ..processing.heatmaps import decode_heatmaps
 from .data import DenseSet, PoseSet
-from .metrics import left_right_swaps, matte_scores, miou, oks_ap, pck
+from .metrics import depth_scores, left_right_swaps, matte_scores, miou, normal_scores, oks_ap, pck
 
 BATCH = 32
 
@@ -65,10 +65,15 @@ def dense_scores(model, data: DenseSet, task: str, size: tuple[int, int]) -> dic
     results = predict_dense(model, data.images, task, size)
     if task == "seg":
         return {"miou": miou([r["seg"].astype(np.int64) for r in results], data.targets, NUM_SEG_CLASSES)}
+    if task == "normal":
+        return normal_scores([r["normals"] for r in results], data.targets)
+    if task == "pointmap":
+        return depth_scores([r["pointmap"][..., 2] for r in results], [t[..., 2] for t in data.targets])
     return matte_scores([r["alpha"] for r in results], data.targets)
 
 
-PRIMARY = {"pose": ("pck@0.1", 1), "seg": ("miou", 1), "matting": ("sad", -1)}
+PRIMARY = {"pose": ("pck@0.1", 1), "seg": ("miou", 1), "matting": ("sad", -1), "normal": ("angle_deg", -1),
+           "pointmap": ("abs_rel", -1)}  # fmt: skip
 """The score that picks `best/`, and whether higher is better."""
 
 

@@ -1,4 +1,5 @@
-"""`finetune`: train a Sapiens2 task model (pose, seg, matting) on labelled data, one GPU or the CPU.
+"""`finetune`: train a Sapiens2 task model (pose, seg, matting, normal, pointmap) on labelled data, one GPU or
+the CPU.
 
 Upstream's recipe where it applies: AdamW with layer-wise learning-rate decay (the head learns fastest, the patch
 embedding slowest), a linear warm-up then linear decay, UDP heatmap targets, flip / scale / rotation / colour
@@ -22,20 +23,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..errors import Sapiens2StreamError
 from ..models.config import ModelConfig, head_preset
 from ..models.loading import load_model, read_safetensors
 from ..models.metadata import NUM_KEYPOINTS, NUM_SEG_CLASSES
+from ..models.sapiens2 import Sapiens2
+from ..models.shapes import scale_grid
 from ..models.tasks import SIZES
 from ..models.tiny import TINY_BACKBONE, random_model, save_released, tiny_config
-from ..processing.geometry import normalization
 from .augment import Jitter, dense_batch, pose_batch
-from .data import IGNORE, DenseSet, PoseSet, read_dense_set, read_pose_set
+from .data import DenseSet, PoseSet, read_dense_set, read_pose_set
 from .evaluate import PRIMARY, scores
+from .losses import loss_of
 
-TASKS = ("pose", "seg", "matting")
+TASKS = ("pose", "seg", "matting", "normal", "pointmap")
 
 
 @dataclass
@@ -61,6 +63,7 @@ class FinetuneOptions:
     weight_decay: float = 0.1
     warmup: int | None = None  # default: 500 steps, at most a tenth of them
     seed: int = 0
+    head_width: int = 1  # a fresh tiny head's channels times this (the toy seg model's head is 4x wide)
     progress: bool = True
 
 
@@ -106,38 +109,48 @@ def split(data: PoseSet | DenseSet, seed: int) -> tuple:
     return tuple(out)
 
 
-def build(opts: FinetuneOptions, device: torch.device):
-    """The model to train, at the input size it is trained at."""
+def build(opts: FinetuneOptions, device: torch.device) -> tuple[Sapiens2, tuple[int, int], bool]:
+    """The model to train, the input size it is trained at, and whether its head is new (then it learns faster)."""
     if opts.resume:
         last = Path(opts.output) / "last"
         if not last.exists():
             raise Sapiens2StreamError(f"--resume: {last} does not exist; run without --resume first")
         model = load_model(last, task=opts.task)
-    elif opts.source == "tiny":
-        model = random_model(tiny_config(opts.task), opts.seed)
     else:
-        model = load_model(opts.source)
-        if model.task != opts.task:
-            model = with_new_head(model, opts.task, opts.seed)
+        model = random_model(tiny_config(opts.task), opts.seed) if opts.source == "tiny" else load_model(opts.source)
+    size = tuple(opts.input_size) if opts.input_size else tuple(model.config.image_size)
+    if any(v % model.config.backbone.patch_size for v in size):
+        raise Sapiens2StreamError(f"--input-size {size[0]}x{size[1]}: both must be multiples of 16")
+    fresh = not opts.resume and (opts.source == "tiny" or model.task != opts.task or opts.head_width != 1)
+    if fresh:
+        model = with_new_head(model, opts.task, opts.seed, size, opts.head_width)
+    elif model.decode_head.has_scale and size != tuple(model.config.image_size):
+        raise Sapiens2StreamError(
+            f"--input-size: a pointmap model's focal-scale branch is tied to the size it was trained at "
+            f"({model.config.image_size[0]}x{model.config.image_size[1]})"
+        )
     need = {"pose": NUM_KEYPOINTS, "seg": NUM_SEG_CLASSES}.get(opts.task)
     if need and model.config.head.num_outputs != need:
         raise Sapiens2StreamError(
             f"{opts.source}: its head has {model.config.head.num_outputs} outputs; finetune "
             f"{opts.task} trains the {need} of the released layout"
         )
-    size = tuple(opts.input_size) if opts.input_size else tuple(model.config.image_size)
-    if any(v % model.config.backbone.patch_size for v in size):
-        raise Sapiens2StreamError(f"--input-size {size[0]}x{size[1]}: both must be multiples of 16")
     model.config = replace(model.config, image_size=size)
-    return model.to(device).train(), size
+    return model.to(device).train(), size, fresh
 
 
-def with_new_head(model, task: str, seed: int):
-    """A `task` model on another model's backbone (a pretrained backbone, or another task's), with a fresh head:
-    the tiny one on the tiny backbone, else the released head of the backbone's size."""
+def with_new_head(model: Sapiens2, task: str, seed: int, size: tuple[int, int], width: int = 1) -> Sapiens2:
+    """A `task` model on another model's backbone (a pretrained backbone, another task's, a fresh tiny one) with
+    a fresh head: the tiny one (its channels times `width`) on the tiny backbone, else the released head of the
+    backbone's size. A focal-scale branch is shaped for the input size `size`."""
     backbone = model.config.backbone
     if backbone == TINY_BACKBONE:
-        config = tiny_config(task)
+        head = tiny_config(task).head
+        head = replace(
+            head,
+            upsample_channels=tuple(c * width for c in head.upsample_channels),
+            conv_channels=tuple(c * width for c in head.conv_channels),
+        )
     else:
         sizes = [
             n
@@ -146,10 +159,16 @@ def with_new_head(model, task: str, seed: int):
         ]
         if not sizes:
             raise Sapiens2StreamError(f"a {model.task} model of no released size: no {task} head to put on it")
-        config = ModelConfig(task, backbone, head_preset(task, sizes[0]))
-    fresh = random_model(replace(config, backbone=backbone), seed)
+        head = head_preset(task, sizes[0])
+    if head.scale_conv_channels:  # as many stride-2 convolutions as leave the small inputs a grid to normalise
+        n = len(head.scale_conv_kernels)
+        while n > 1 and min(scale_grid(size, backbone.patch_size, head.scale_conv_kernels[:n])) < 3:
+            n -= 1
+        kernels = head.scale_conv_kernels[:n]
+        head = replace(head, scale_conv_channels=head.scale_conv_channels[:n], scale_conv_kernels=kernels,
+                       scale_grid=scale_grid(size, backbone.patch_size, kernels))  # fmt: skip
+    fresh = random_model(ModelConfig(task, backbone, head, image_size=size), seed)
     fresh.backbone.load_state_dict(model.backbone.state_dict())
-    fresh.new_head = True
     return fresh
 
 
@@ -197,49 +216,6 @@ def schedule(step: int, steps: int, warmup: int) -> float:
     if step < warmup:
         return (step + 1) / warmup
     return max(0.0, (steps - step) / max(steps - warmup, 1))
-
-
-def heatmap_loss(heatmaps: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Squared error averaged over the labelled keypoints' heatmaps only (x1000 to keep it readable)."""
-    err = (heatmaps.float() - targets).square().mean((-2, -1)) * weights
-    return 1000 * err.sum() / weights.sum().clamp(min=1)
-
-
-def dice_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """1 - soft Dice, averaged over the classes the batch shows (upstream adds it to the cross-entropy: small
-    parts count as much as the background)."""
-    keep = (labels != IGNORE)[:, None]
-    probs = logits.float().softmax(1) * keep
-    classes = torch.arange(logits.shape[1], device=labels.device)[None, :, None, None]
-    onehot = labels[:, None] == classes  # bool: the ignored pixels match no class
-    inter = (probs * onehot).sum((0, 2, 3))
-    counts = onehot.sum((0, 2, 3))
-    total = probs.sum((0, 2, 3)) + counts
-    present = counts > 0
-    return (1 - (2 * inter + 1) / (total + 1))[present].mean()
-
-
-def loss_of(model, task: str, batch: tuple) -> torch.Tensor:
-    pixels = batch[0]
-    out = model(pixels)
-    if task == "pose":
-        return heatmap_loss(out.heatmaps, batch[1], batch[2])
-    if task == "seg":
-        logits = out.logits
-        if logits.shape[-2:] != batch[1].shape[-2:]:
-            logits = F.interpolate(logits.float(), size=batch[1].shape[-2:], mode="bilinear", align_corners=False)
-        coarse = F.avg_pool2d(logits.float(), 2), batch[1][:, ::2, ::2]  # Dice at half size: a quarter of the work
-        weights = torch.ones(logits.shape[1], device=logits.device)
-        weights[0] = 0.1  # the background, most of every picture, weighs a tenth (as upstream's class weights)
-        ce = F.cross_entropy(logits.float(), batch[1], weight=weights, ignore_index=IGNORE)
-        return ce + dice_loss(*coarse)
-    size = batch[1].shape[-2:]
-    alpha = F.interpolate(out.alphas.float(), size=size, mode="bilinear", align_corners=False)[:, 0]
-    foreground = F.interpolate(out.foregrounds.float(), size=size, mode="bilinear", align_corners=False)
-    mean, std = normalization(pixels.device)
-    seen = (pixels * std + mean) / 255  # the picture is the foreground where there is a person
-    fg_error = ((foreground - seen).abs().mean(1) * batch[1]).sum() / batch[1].sum().clamp(min=1)
-    return (alpha - batch[1]).abs().mean() + 4 * (alpha - batch[1]).square().mean() + 0.5 * fg_error
 
 
 def save_folder(model, folder: Path, task: str) -> None:
@@ -307,13 +283,13 @@ def finetune(opts: FinetuneOptions) -> dict:
     device = resolve_device(opts.device)
     train, val = read_sets(opts)
     torch.manual_seed(opts.seed)
-    model, size = build(opts, device)
+    model, size, fresh = build(opts, device)
     if opts.task == "pose" and opts.source == "tiny" and not opts.resume:
         silence_unlabelled(model, train.labelled)
     out = Path(opts.output)
     cuda = device.type == "cuda"
     model.backbone.checkpointing = cuda
-    lr = opts.lr or (1e-3 if opts.source == "tiny" else 5e-4 if getattr(model, "new_head", False) else 1e-4)
+    lr = opts.lr or (1e-3 if opts.source == "tiny" else 5e-4 if fresh else 1e-4)
     optimizer = torch.optim.AdamW(
         layer_groups(model, lr, opts.layer_decay, opts.weight_decay, opts.freeze), betas=(0.9, 0.999)
     )
@@ -325,7 +301,9 @@ def finetune(opts: FinetuneOptions) -> dict:
         state = load_resume(out, optimizer)
     key, sign = PRIMARY[opts.task]
     rng = np.random.default_rng(opts.seed + state["step"])
-    jitter = Jitter() if opts.task == "pose" else Jitter.whole_picture()
+    jitter = {"pose": Jitter(), "normal": Jitter.geometry(), "pointmap": Jitter.geometry()}.get(
+        opts.task, Jitter.whole_picture()
+    )
     sigma = max(1.5, 6.0 * (size[1] // 4) / 192)
     (out / "training.json").write_text(
         json.dumps({**asdict(opts), "input_size": list(size), "lr": lr, "warmup": warmup, "sigma": sigma}, indent=1)

@@ -166,3 +166,26 @@ def event_scores(found: list[float], truth: list[float], tolerance_s: float) -> 
     precision = hits / len(found) if found else float("nan") if not truth else 0.0
     recall = hits / len(truth) if truth else float("nan")
     return {"precision": precision, "recall": recall, "hits": hits}
+
+
+def normal_scores(pred: list[np.ndarray], truth: list[np.ndarray]) -> dict[str, float]:
+    """Mean angle (degrees) between predicted and true unit normals [H, W, 3], and the share within 11.25
+    degrees (the usual threshold), over the pixels with truth (NaN marks none)."""
+    angles = []
+    for p, t in zip(pred, truth, strict=True):
+        known = np.isfinite(t).all(-1)
+        cos = (p[known] * t[known]).sum(-1) / np.maximum(np.linalg.norm(p[known], axis=-1), 1e-9)
+        angles.append(np.degrees(np.arccos(np.clip(cos, -1, 1))))
+    a = np.concatenate(angles)
+    return {"angle_deg": float(a.mean()), "within_11.25": float((a < 11.25).mean())}
+
+
+def depth_scores(pred: list[np.ndarray], truth: list[np.ndarray]) -> dict[str, float]:
+    """Absolute relative depth error (mean |z - z*| / z*) and the share of pixels within 1.25x of the truth
+    (delta < 1.25), over the pixels with truth."""
+    rel, ratio = [], []
+    for p, t in zip(pred, truth, strict=True):
+        known = np.isfinite(t) & (t > 0)
+        rel.append(np.abs(p[known] - t[known]) / t[known])
+        ratio.append(np.maximum(p[known] / t[known], t[known] / np.maximum(p[known], 1e-6)))
+    return {"abs_rel": float(np.concatenate(rel).mean()), "delta1": float((np.concatenate(ratio) < 1.25).mean())}
