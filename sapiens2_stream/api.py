@@ -324,11 +324,11 @@ def options_to_data(tasks, size: str, pipeline: str | None, options: dict) -> di
     if tasks is None and not pipeline and not given.models:
         tasks = ["pose"]
     if tasks is not None:  # these tasks, keeping what the pipeline says of each
-        data["models"] = {task: {**(data.get("models") or {}).get(task, {}),
-                                 "source": given.models.get(task, hub_id(task, size))} for task in tasks}  # fmt: skip
+        data["models"] = {task: {**(data.get("models") or {}).get(task, {}), "source": hub_id(task, size)}
+                          for task in tasks}  # fmt: skip
     models = data.setdefault("models", {})
-    for task, source in given.models.items():
-        models.setdefault(task, {})["source"] = source
+    for task, section in given.models.items():
+        models.setdefault(task, {}).update(section if isinstance(section, dict) else {"source": section})
     if given.flip is not None:
         for model in models.values():
             model["flip"] = given.flip

@@ -237,6 +237,8 @@ class ModelSection:
     max_batch: Count = 8  # crops (pose) or frames (dense tasks) per forward
     input_size: InputSize | None = None  # model input [height, width], multiples of 16; default: the model's own
     # (its config.json image_size: 1024x768 for the released models, what finetune --input-size trained at)
+    runtime: Literal["torch", "onnxruntime", "openvino", "tensorrt"] = "torch"  # what runs the model: PyTorch, or
+    # the runtime of a folder `export-model` wrote (source:), which runs only with its passing parity.json
 
 
 # models: one optional section per task of the table (models/tasks.py), in its order
@@ -544,7 +546,8 @@ class ApiOptions:
     tasks: list[str] | None = None  # the tasks to run (default: the pipeline's models, else pose)
     size: str = "0.4b"  # the released size of their models (hub ids)
     pipeline: str | None = None  # a pipeline YAML to start from
-    models: dict[str, str] = field(default_factory=dict)  # task -> hub id, folder or file (models.<task>.source)
+    models: dict[str, str | dict[str, Any]] = field(default_factory=dict)  # task -> hub id, folder or file
+    # (models.<task>.source), or the whole models.<task> section (source, runtime, flip, ...)
     device: str | None = None  # runtime.device
     detector: str | dict[str, Any] | None = None  # detector.type, or the whole detector section
     flip: Mode | None = None  # models.<task>.flip for every task

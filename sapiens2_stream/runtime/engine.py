@@ -9,9 +9,11 @@ import numpy as np
 import torch
 
 from ..config import ModelSection
+from ..deploy.exported import ExportedModel
 from ..errors import Sapiens2StreamError
 from ..io.sources import Frame
 from ..models import load_model, pipeline_tasks, task_spec
+from ..models.sapiens2 import Sapiens2
 from ..processing import crop_persons, merge_flip, prepare_frames, with_flipped
 from .device import compile_model, pad_to_bucket, transfers_for
 from .results import FrameResult, Person
@@ -55,18 +57,29 @@ class InferenceEngine:
             task = spec.name
             if task not in models:
                 continue
-            model = load_model(models[task].source, device=device, dtype=dtype)
+            section = models[task]
+            if section.runtime != "torch":  # a folder export-model wrote, run by its own runtime
+                exported = ExportedModel(section.source, task, section.runtime, section.input_size, device)
+                if exported.flip_in_graph and section.flip == "off":
+                    raise Sapiens2StreamError(f"models.{task}: {section.source} has flip TTA inside its graph "
+                                              "(export-model --flip fused); for flip: off export with --flip none")
+                self.models[task], self.sizes[task] = exported, exported.input_size
+                continue
+            model = load_model(section.source, device=device, dtype=dtype)
             if model.task != task:
-                raise Sapiens2StreamError(
-                    f"models.{task}.source {models[task].source!r} holds a {model.task} model, not {task}"
-                )
+                raise Sapiens2StreamError(f"models.{task}.source {section.source!r} holds a {model.task} model, not "
+                                          f"{task}")  # fmt: skip
             self.models[task] = model
-            self.sizes[task] = tuple(models[task].input_size or model.config.image_size)
-        self.runners = {t: compile_model(m, device) if compiled else m for t, m in self.models.items()}
+            self.sizes[task] = tuple(section.input_size or model.config.image_size)
+        self.runners = {t: compile_model(m, device) if compiled and isinstance(m, Sapiens2) else m
+                        for t, m in self.models.items()}  # fmt: skip
+        self.flip_in_graph = {t for t, m in self.models.items() if isinstance(m, ExportedModel) and m.flip_in_graph}
         # Flip TTA mirrors back the predictor's inputs instead of its outputs when those are fewer (pose: 308
         # heatmaps from 256 features), for the tasks the table allows it.
         self.fused_flip = set()
         for task, model in self.models.items():
+            if not isinstance(model, Sapiens2):
+                continue
             predictor = model.decode_head.predictor
             if task_spec(task).fuse_flip and not compiled and predictor.in_channels < predictor.out_channels:
                 self.fused_flip.add(task)
@@ -74,7 +87,13 @@ class InferenceEngine:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-device")
         self.events: list[str] = []
 
+    def input_dtype(self, task: str) -> torch.dtype:
+        """An export takes float32 pixels whatever its precision (it casts inside); a PyTorch model its own."""
+        return self.dtype if isinstance(self.models[task], Sapiens2) else torch.float32
+
     def flip_for(self, task: str, under_load: bool) -> bool:
+        if task in self.flip_in_graph:  # its graph always flips
+            return True
         mode = self.cfg[task].flip
         return mode == "on" or (mode == "auto" and not under_load)
 
@@ -109,7 +128,8 @@ class InferenceEngine:
             if flip and task in self.fused_flip:
                 (name,) = spec.flips
                 return {name: self.models[task].flip_tta(batch, spec.flip_order(name))[:n]}
-            out = self.runners[task](with_flipped(batch) if flip else batch)
+            in_graph = task in self.flip_in_graph
+            out = self.runners[task](with_flipped(batch) if flip and not in_graph else batch)
         except torch.OutOfMemoryError:
             if x.shape[0] == 1:
                 raise Sapiens2StreamError(
@@ -125,7 +145,7 @@ class InferenceEngine:
         for name, how in spec.flips.items():
             value = getattr(out, name)
             if value is not None:
-                if flip:
+                if flip and not in_graph:
                     value = merge_flip(value, how.kind, spec.flip_order(name))
                 value = value[:n]  # drop the bucket padding
                 if self.compiled:
@@ -145,7 +165,7 @@ class InferenceEngine:
         outputs: Outputs = []
         for part in chunks(len(images), cfg.max_batch):
             frames = prepare_frames(images[part], self.sizes[task], spec.keep_aspect, device=self.device,
-                                    dtype=self.dtype)  # fmt: skip
+                                    dtype=self.input_dtype(task))  # fmt: skip
             outputs += [
                 {name: as_host_type(value) for name, value in item.items()}
                 for item in spec.frame_post(self._forward(task, frames.pixel_values, flip), frames, width)
@@ -157,7 +177,7 @@ class InferenceEngine:
         spec, cfg = task_spec(task), self.cfg[task]
         boxes = [np.array([p.box for p in r.people], np.float32).reshape(-1, 4) for r in results]
         size = self.sizes[task]
-        crops = crop_persons(images, boxes, size, device=self.device, dtype=self.dtype)
+        crops = crop_persons(images, boxes, size, device=self.device, dtype=self.input_dtype(task))
         if len(crops) == 0:
             return []
         parts = [spec.crop_post(self._forward(task, crops.pixel_values[part], flip), crops.boxes[part], size)
