@@ -3,9 +3,10 @@
 #   here first:  bash benchmarks/gpu_wheels.sh    (wheels the GPU machine lacks, into .whl/)
 #   there:       bash benchmarks/gpu.sh           (device run with carry [".whl"]; results in $OUT, else
 #                                                  benchmarks/results/)
-# In order, each in its own time box (about 9.5 minutes in all): the CUDA tests (tests/test_cuda.py, skipped on
+# In order, each in its own time box (about 11.5 minutes in all): the CUDA tests (tests/test_cuda.py, skipped on
 # machines without a GPU), the model benchmark (benchmarks/gpu.py), then the live and multi-camera benchmarks
-# on the GPU, and the fleet row (cameras per GPU at 10 results/s). A step that fails or runs out of time is
+# on the GPU, the fleet row (cameras per GPU at 10 results/s) and the TensorRT rows (benchmarks/runtimes.py; the
+# tensorrt package must be on that machine: it is too big to carry). A step that fails or runs out of time is
 # reported and the next one still runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,3 +39,5 @@ step gpu_model 220 python3 -m benchmarks.gpu --json "$out/gpu.json"
 SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=8 step gpu_live 100 python3 -m benchmarks.live
 SAPIENS2_BENCH_DEVICE=cuda step gpu_multi 70 python3 -m benchmarks.multi_source
 SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=10 step gpu_fleet 60 python3 -m benchmarks.fleet
+# TensorRT engines (bf16, fp16; built there, each through its parity gate) against eager and compiled bf16
+step gpu_runtimes 120 python3 -m benchmarks.runtimes --device cuda --repeats 3 --json "$out/runtimes_gpu.json"

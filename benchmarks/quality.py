@@ -9,6 +9,7 @@ trained here). Each figure is measured with and without the feature it is about,
 - tracking: ID switches and IDF1 of the tracker, against numbering people by their place in each frame;
 - events: crossing and fall precision / recall from the model's own keypoints, smoothing on / off;
 - dense: part-label mIoU and matte IoU, and how much they flicker, temporal filter off / on;
+- 3-D: joints in metres from pose and pointmap together, the lifter against the pointmap read at each keypoint;
 - live: results kept of a camera 4x faster than real time, and their PCK.
 
 Scores are on renders, not on the released Sapiens2 models: they say the pipeline around a model is right.
@@ -25,6 +26,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 import sapiens2_stream as s2
+from sapiens2_stream.humans.body import KEYPOINTS
 from sapiens2_stream.humans.clips import SCENES, render_clip, write_clip
 from sapiens2_stream.models.metadata import keypoint_index, pose_metadata
 from sapiens2_stream.models.toy import toy_model
@@ -61,10 +63,10 @@ def run(clip: dict, tasks=("pose",), output: Path | None = None, **options) -> l
     )
 
 
-def matched(results: list, clip: dict, attr: str = "keypoints") -> tuple[np.ndarray, ...]:
-    """(pred [N, 308, 2], truth [N, 308, 3], boxes [N, 4]) of every truth person a result person matches (box
-    centres within half a box)."""
-    pred, truth, boxes = [], [], []
+def pairs(results: list, clip: dict, attr: str = "keypoints") -> list[tuple]:
+    """(result person, frame index, truth person's index in the frame) for every truth person a result person
+    with `attr` matches (box centres within half a box)."""
+    out = []
     for result in results:
         people = clip["frames"][result.frame_index]["people"]
         found = [p for p in result.people if getattr(p, attr) is not None]
@@ -73,10 +75,19 @@ def matched(results: list, clip: dict, attr: str = "keypoints") -> tuple[np.ndar
         d = np.array([[np.hypot(*(centre(t["box"]) - centre(p.box))) for p in found] for t in people])
         for r, c in zip(*linear_sum_assignment(d), strict=True):
             if d[r, c] < 0.5 * max(people[r]["box"][2:]):
-                pred.append(getattr(found[c], attr))
-                truth.append(people[r]["keypoints"])
-                boxes.append(people[r]["box"])
-    return np.array(pred), np.array(truth), np.array(boxes)
+                out.append((found[c], result.frame_index, r))
+    return out
+
+
+def matched(results: list, clip: dict, attr: str = "keypoints") -> tuple[np.ndarray, ...]:
+    """(pred [N, 308, 2], truth [N, 308, 3], boxes [N, 4]) of every matched truth person."""
+    found = pairs(results, clip, attr)
+    people = [clip["frames"][f]["people"][i] for _, f, i in found]
+    return (
+        np.array([getattr(p, attr) for p, _, _ in found]),
+        np.array([t["keypoints"] for t in people]),
+        np.array([t["box"] for t in people]),
+    )
 
 
 def centre(box) -> np.ndarray:
@@ -211,6 +222,41 @@ def dense_rows(clip_name: str, clip: dict) -> list[dict]:
     return rows
 
 
+def threed_rows(clip_name: str, clip: dict) -> list[dict]:
+    """Joints in metres (camera frame) against the bodies' own joints, from the toy pose and pointmap models: the
+    3-D stage's lifter against reading the pointmap at each keypoint (a surface point, not the joint inside)."""
+    views = [view for _, _, view in render_clip(SCENES[clip_name](), FPS, SIZE)]
+    results = {r.frame_index: r for r in run(clip, tasks=("pose", "pointmap"), flip="on")}
+    ids = [keypoint_index()[n] for n in KEYPOINTS]
+    hips = [KEYPOINTS.index(n) for n in ("left_hip", "right_hip")]
+    errors: dict[str, list] = {"lifter": [], "pointmap at the keypoint": []}
+    for person, frame, index in pairs(list(results.values()), clip, "keypoints_3d"):
+        truth = np.array([views[frame].people[index].camera_points[n] for n in KEYPOINTS])
+        pointmap = results[frame].pointmap
+        u, v = np.round(person.keypoints[ids]).astype(int).T
+        inside = (u >= 0) & (u < pointmap.shape[1]) & (v >= 0) & (v < pointmap.shape[0])
+        sampled = np.full((len(ids), 3), np.nan)
+        sampled[inside] = pointmap[v[inside], u[inside]]
+        lifted = np.where((person.keypoints_3d_confidence[ids] > 0)[:, None], person.keypoints_3d[ids], np.nan)
+        for name, pred in (("lifter", lifted), ("pointmap at the keypoint", sampled)):
+            errors[name].append((pred, truth))
+    rows = []
+    for name, found in errors.items():
+        pred, truth = np.array([p for p, _ in found]), np.array([t for _, t in found])
+        pred_root, truth_root = pred[:, hips].mean(1, keepdims=True), truth[:, hips].mean(1, keepdims=True)
+        aligned = (pred - pred_root) - (truth - truth_root)  # the body's shape, wherever it stands
+        rows.append(
+            {
+                "method": name,
+                "mpjpe_m": float(np.nanmean(np.linalg.norm(pred - truth, axis=-1))),
+                "root_depth_m": float(np.nanmean(np.abs(pred_root[..., 2] - truth_root[..., 2]))),
+                "aligned_mpjpe_m": float(np.nanmean(np.linalg.norm(aligned, axis=-1))),
+                "people": len(found),
+            }
+        )
+    return rows
+
+
 def live_rows(clip: dict, speed: int = 8) -> list[dict]:
     """The clip as a camera `speed` times faster than real time: the share of its frames that get results, and
     their PCK (against the file, every frame)."""
@@ -242,6 +288,7 @@ def main() -> None:
             "tracking": tracking_rows(videos["crossing"]),
             "events": event_rows(videos, folder),
             "dense": dense_rows("crossing", videos["crossing"]),
+            "threed": threed_rows("crossing", videos["crossing"]),
             "live": live_rows(videos["everything"]),
         }
     for section, rows in report.items():

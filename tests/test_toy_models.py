@@ -1,7 +1,7 @@
 """The pipeline through models that see: the shipped toy models (tiny, trained on synthetic humans) on clips whose
 truth is known. Keypoints land on the figures through `run` and through `stream()`; a mirrored video gives
-mirrored keypoints with left and right correct, flip TTA on and off; part labels as good with flip TTA as
-without; a crossing and a fall are counted from the model's own keypoints."""
+mirrored keypoints with left and right correct, flip TTA on and off; part labels with their sides right after
+flip TTA; a crossing and a fall are counted from the model's own keypoints."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from benchmarks.quality import matched, run
 from sapiens2_stream.humans.clips import crossing, fall, render_clip, write_clip
 from sapiens2_stream.models.metadata import pose_metadata, seg_metadata
-from sapiens2_stream.models.toy import provenance, toy_model
+from sapiens2_stream.models.toy import TOY_TASKS, provenance, toy_model
 from sapiens2_stream.train.metrics import left_right_swaps, miou, pck
 from tests.conftest import run_on_clip
 
@@ -61,20 +61,29 @@ def test_a_mirrored_video_gives_mirrored_keypoints_with_sides_right(clips, flip)
         assert swaps < SWAP_BAR, (name, flip, swaps)
 
 
-def test_part_labels_survive_flip_tta(clips):
-    """Flip TTA on the toy part model: as good as without it, on a video and its mirror. The toy part model knows
-    heads, trunks and legs but not yet their sides (about as often right as swapped), so sides are scored merged;
-    a flip that swapped the wrong classes or left the picture mirrored would lose most of it."""
-    merged = np.arange(29)
-    for a, b in seg_metadata().flip_swap_pairs:
-        merged[b] = a
+def test_part_labels_have_their_sides_right_after_flip_tta(clips):
+    """The toy part model with flip TTA, on a video and its mirror: the pixels of sided parts (arms, legs, hands,
+    shoes) get their own side's class well over the other side's (measured 27% against 12%: the rest is other
+    parts and background), and as often as without flip TTA or more; mIoU with sides scored as good. A flip that
+    swapped the wrong classes, or none, would give the other side's class as often as its own."""
+    pairs = seg_metadata().flip_swap_pairs
+    other = np.arange(29)
+    for a, b in pairs:
+        other[a], other[b] = b, a
+    sided = [c for pair in pairs for c in pair]
     for name, mirror in (("fall", False), ("mirrored", True)):
-        truth = [merged[view.labels] for _, _, view in render_clip(fall(), FPS, (240, 320), mirror=mirror)]
+        truth = [view.labels for _, _, view in render_clip(fall(), FPS, (240, 320), mirror=mirror)]
         scores = {}
         for flip in ("off", "on"):
             results = run(clips[name], tasks=("seg",), flip=flip)
-            scores[flip] = miou([merged[r.seg] for r in results], [truth[r.frame_index] for r in results], 29)
-        assert scores["off"] > 0.15 and scores["on"] > 0.95 * scores["off"], (name, scores)
+            pred, labels = [r.seg for r in results], [truth[r.frame_index] for r in results]
+            on_side = [np.isin(t, sided) for t in labels]
+            own = np.mean([(p[m] == t[m]).mean() for p, t, m in zip(pred, labels, on_side, strict=True)])
+            theirs = np.mean([(p[m] == other[t[m]]).mean() for p, t, m in zip(pred, labels, on_side, strict=True)])
+            scores[flip] = (miou(pred, labels, 29), own, theirs)
+        (miou_off, own_off, _), (miou_on, own_on, theirs_on) = scores["off"], scores["on"]
+        assert own_on > 1.5 * theirs_on and own_on >= own_off, (name, scores)
+        assert miou_on > 0.12 and miou_on > 0.95 * miou_off, (name, scores)
 
 
 def test_a_crossing_and_a_fall_are_counted_from_the_models_keypoints(clips, tmp_path):
@@ -93,7 +102,9 @@ def test_a_crossing_and_a_fall_are_counted_from_the_models_keypoints(clips, tmp_
 
 
 def test_each_toy_model_says_how_to_make_it_again():
-    for task in ("pose", "seg", "matting"):
+    sizes = []
+    for task in TOY_TASKS:
         p = provenance(task)
         assert p["reproduce"] == f"python -m benchmarks.toy_models {task}" and p["held_out"]
-        assert sum(f.stat().st_size for f in toy_model(task).iterdir()) < 2_000_000
+        sizes.append(sum(f.stat().st_size for f in toy_model(task).iterdir()))
+    assert max(sizes) < 2_200_000 and sum(sizes) < 9_000_000, sizes

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import Sapiens2StreamError
 
-TOY_TASKS = ("pose", "seg", "matting")
+TOY_TASKS = ("pose", "seg", "matting", "normal", "pointmap")
 
 
 def toy_model(task: str) -> Path:
