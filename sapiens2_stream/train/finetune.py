@@ -124,7 +124,7 @@ def build(opts: FinetuneOptions, device: torch.device) -> tuple[Sapiens2, tuple[
     fresh = not opts.resume and (opts.source == "tiny" or model.task != opts.task or opts.head_width != 1)
     if fresh:
         model = with_new_head(model, opts.task, opts.seed, size, opts.head_width)
-    elif model.decode_head.has_scale and size != tuple(model.config.image_size):
+    elif model.spec.scale_branch and size != tuple(model.config.image_size):
         raise Sapiens2StreamError(
             f"--input-size: a pointmap model's focal-scale branch is tied to the size it was trained at "
             f"({model.config.image_size[0]}x{model.config.image_size[1]})"
