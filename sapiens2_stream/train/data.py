@@ -215,13 +215,18 @@ def read_truth(folder: Path, stem: str, task: str) -> tuple[Path, np.ndarray]:
     if task == "normal":
         if mask.ndim != 3:
             raise Sapiens2StreamError(f"{path}: a normal map is an RGB PNG")
-        n = mask[..., 2::-1].astype(np.float32) / (65535.0 if mask.dtype == np.uint16 else 255.0) * 2 - 1
+        n = mask[..., 2::-1].astype(np.float32) / full_scale(mask) * 2 - 1
         return path, n / np.maximum(np.linalg.norm(n, axis=-1, keepdims=True), 1e-6)
     if mask.ndim == 3:
         mask = mask[..., 0]
     if task == "seg":
         return path, mask
-    return path, mask.astype(np.float32) / (65535.0 if mask.dtype == np.uint16 else 255.0)
+    return path, mask.astype(np.float32) / full_scale(mask)
+
+
+def full_scale(mask: np.ndarray) -> float:
+    """The value of "all": 255 in an 8-bit PNG, 65535 in a 16-bit one."""
+    return 65535.0 if mask.dtype == np.uint16 else 255.0
 
 
 def class_lut(mapping_file: str | Path | None) -> np.ndarray:

@@ -42,21 +42,18 @@ def loss_of(model, task: str, batch: tuple) -> torch.Tensor:
     if task == "pose":
         return heatmap_loss(out.heatmaps, batch[1], batch[2])
     if task == "seg":
-        logits = out.logits
-        if logits.shape[-2:] != batch[1].shape[-2:]:
-            logits = F.interpolate(logits.float(), size=batch[1].shape[-2:], mode="bilinear", align_corners=False)
-        coarse = F.avg_pool2d(logits.float(), 2), batch[1][:, ::2, ::2]  # Dice at half size: a quarter of the work
+        logits = at_size(out.logits, batch[1].shape[-2:])
+        coarse = F.avg_pool2d(logits, 2), batch[1][:, ::2, ::2]  # Dice at half size: a quarter of the work
         weights = torch.ones(logits.shape[1], device=logits.device)
         weights[0] = 0.1  # the background, most of every picture, weighs a tenth (as upstream's class weights)
-        ce = F.cross_entropy(logits.float(), batch[1], weight=weights, ignore_index=IGNORE)
+        ce = F.cross_entropy(logits, batch[1], weight=weights, ignore_index=IGNORE)
         return ce + dice_loss(*coarse)
     if task == "normal":
         return normal_loss(at_size(out.normals, batch[1].shape[1:3]), batch[1])
     if task == "pointmap":
         return pointmap_loss(at_size(out.pointmaps, batch[1].shape[1:3]), out.scales, batch[1])
     size = batch[1].shape[-2:]
-    alpha = F.interpolate(out.alphas.float(), size=size, mode="bilinear", align_corners=False)[:, 0]
-    foreground = F.interpolate(out.foregrounds.float(), size=size, mode="bilinear", align_corners=False)
+    alpha, foreground = at_size(out.alphas, size)[:, 0], at_size(out.foregrounds, size)
     mean, std = normalization(pixels.device)
     seen = (pixels * std + mean) / 255  # the picture is the foreground where there is a person
     fg_error = ((foreground - seen).abs().mean(1) * batch[1]).sum() / batch[1].sum().clamp(min=1)
@@ -64,6 +61,7 @@ def loss_of(model, task: str, batch: tuple) -> torch.Tensor:
 
 
 def at_size(maps: torch.Tensor, size) -> torch.Tensor:
+    """[B, C, h, w] maps as float32 at the targets' (H, W), resized bilinearly where they differ."""
     maps = maps.float()
     return maps if maps.shape[-2:] == size else F.interpolate(maps, size=size, mode="bilinear", align_corners=False)
 
