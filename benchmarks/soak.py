@@ -1,9 +1,11 @@
-"""Soak: does a live run stay flat over hours? `python -m benchmarks.soak --minutes 60 [--out DIR]`
+"""Soak: does a live run stay flat over hours? `python -m benchmarks.soak --minutes 60 [--every-stage] [--out DIR]`
 
 Two camera-paced sources (`lavfi:testsrc2`, 320x240, 10 frames/s), the tiny pose model, full-frame detection,
 annotated videos rolled into 60 s segments with retention (segments older than three minutes deleted), the console
 with one live-view viewer reading all the time and a snapshot every 10 s, /metrics scraped every 10 s, and MQTT when
-a `mosquitto` binary is on this machine. Every `--every` seconds it samples the process's resident memory, Python's
+a `mosquitto` binary is on this machine. `--every-stage` adds the tiny pointmap model, so the 3-D stage runs (people
+in metres, their per-track rows for the TRC / C3D / BVH files), and events (a zone, a line, falls, lying, hands up).
+Every `--every` seconds it samples the process's resident memory, Python's
 allocated blocks, threads, open files and the frames written; it writes `soak.csv` and `soak.png` (memory, threads
 and rate over time) and prints the slope of each over the second half (per hour).
 """
@@ -65,7 +67,12 @@ def viewer(url: str, stop: threading.Event) -> None:
             time.sleep(1)
 
 
-def soak(minutes: float, out: Path, every_s: float) -> dict:
+EVENTS = {"zones": {"left": {"polygon": [[0, 0], [0.5, 0], [0.5, 1], [0, 1]], "anchor": "center"}},
+          "lines": {"middle": {"points": [[0.5, 0], [0.5, 1]], "anchor": "center"}},
+          "poses": {"fall": True, "lying": True, "hands_up": True}}  # fmt: skip
+
+
+def soak(minutes: float, out: Path, every_s: float, every_stage: bool = False) -> dict:
     from sapiens2_stream.config import PipelineConfig, from_dict
     from sapiens2_stream.console.pipeline_backend import PipelineConsole
     from sapiens2_stream.models import make_tiny_checkpoints
@@ -74,11 +81,15 @@ def soak(minutes: float, out: Path, every_s: float) -> dict:
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     broker, mqtt_port = start_broker(work)
     console, metrics = free_port(), free_port()
-    tiny = make_tiny_checkpoints(work / "tiny", ("pose",))
+    tiny = make_tiny_checkpoints(work / "tiny", ("pose", "pointmap"))
+    models = {"pose": {"source": str(tiny["pose"]), "input_size": [128, 96], "flip": "off"}}
+    if every_stage:
+        models["pointmap"] = {"source": str(tiny["pointmap"]), "input_size": [96, 128], "flip": "off"}
     cfg = from_dict(PipelineConfig, {
         "sources": [{"name": f"cam{i}", "uri": CAMERA} for i in (1, 2)],
         "detector": {"type": "full_frame"},
-        "models": {"pose": {"source": str(tiny["pose"]), "input_size": [128, 96], "flip": "off"}},
+        "models": models,
+        **({"events": EVENTS, "threed": {"enabled": True}} if every_stage else {}),
         "outputs": {"dir": str(work / "run"), "segment_s": 60, "retention": {"max_age_h": 0.05},
                     **({"mqtt": {"host": "127.0.0.1", "port": mqtt_port}} if mqtt_port else {})},
         "runtime": {"device": "cpu", "threads": 1, "console": {"port": console}, "metrics": {"port": metrics}},
@@ -120,7 +131,7 @@ def soak(minutes: float, out: Path, every_s: float) -> dict:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    report = slopes(rows)
+    report = {**slopes(rows), "stages": "pose, 3-D, events" if every_stage else "pose"}
     plot(rows, out / "soak.png", report)
     shutil.rmtree(work, ignore_errors=True)
     return report
@@ -152,8 +163,8 @@ def plot(rows: list[dict], path: Path, report: dict) -> None:
     fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
     axes[0].plot(minutes, [r["rss_mb"] for r in rows])
     axes[0].set_ylabel("resident memory (MB)")
-    axes[0].set_title(f"soak: 2 live cameras, console, metrics, segments; RSS slope {report['rss_mb_per_hour']} "
-                      "MB/h over the second half")  # fmt: skip
+    axes[0].set_title(f"soak: 2 live cameras ({report['stages']}), console, metrics, segments; RSS slope "
+                      f"{report['rss_mb_per_hour']} MB/h over the second half")  # fmt: skip
     axes[1].plot(minutes, [r["threads"] for r in rows], label="threads")
     axes[1].plot(minutes, [r["open_files"] for r in rows], label="open files")
     axes[1].legend()
@@ -171,8 +182,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--every", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--out", default="benchmarks/results/soak")
+    parser.add_argument("--every-stage", action="store_true", help="also the 3-D stage and events")
     args = parser.parse_args()
-    print(soak(args.minutes, Path(args.out), args.every))
+    print(soak(args.minutes, Path(args.out), args.every, args.every_stage))
 
 
 if __name__ == "__main__":

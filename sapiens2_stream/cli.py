@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import Sapiens2StreamError
+from .errors import Sapiens2StreamError, redact
 
 EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG, EXIT_STAGE_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 P2S_SKELETONS = ("HALPE_26", "COCO_133_WRIST", "COCO_133")  # outputs.pose2sim.skeleton's choices (tested equal)
@@ -23,6 +23,9 @@ P2S_SYNC = ("auto", "motion", "audio", "none")  # outputs.pose2sim.sync's choice
 
 class RuntimeFailure(Exception):
     """Wraps an error raised after the pipeline started, so it exits 1 rather than 2."""
+
+    def __str__(self) -> str:
+        return redact(super().__str__())
 
 
 def add_common_options(p: argparse.ArgumentParser) -> None:
@@ -194,7 +197,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     models = ", ".join(f"{k}={v.source}" for k, v in config.enabled_models().items())
     inputs = ", ".join(f"{c.source.name}={c.source.uri}" if c.source.name else c.source.uri
                        for c in config.per_source())  # fmt: skip
-    print(f"{args.pipeline}: ok (source {inputs}; models {models}; detector {config.detector.type})")
+    print(f"{args.pipeline}: ok (source {redact(inputs)}; models {models}; detector {config.detector.type})")
     return EXIT_OK
 
 
@@ -371,9 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug or an environment failure: one line, the traceback with --debug
         if args.debug:
             raise
-        print(
-            f"sapiens2-stream: unexpected {type(e).__name__}: {e} (run with --debug for the traceback)", file=sys.stderr
-        )
+        print(f"sapiens2-stream: unexpected {type(e).__name__}: {redact(str(e))} (run with --debug for the "
+              "traceback)", file=sys.stderr)  # fmt: skip
         return EXIT_RUNTIME
 
 

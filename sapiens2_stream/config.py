@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import functools
 import json
+import os
 import re
 import types
 import typing
@@ -135,17 +136,37 @@ class LineConfig:
 
 
 @dataclass
+class LyingConfig:
+    """`events.poses.lying`: someone down on the floor (after a fall the camera missed, or after lying down)."""
+
+    after_s: AtLeast0 = 10.0  # how long the trunk lies, continuously, before `lying` is said
+
+
+def switched_section(value: Any) -> Any:
+    """A section that `on` / true switches on with its defaults and `off` / false switches off."""
+    value = as_bool(value)
+    return ({} if value else None) if isinstance(value, bool) else value
+
+
+LyingSwitch = Annotated[
+    LyingConfig | None,
+    BeforeValidator(switched_section, json_schema_input_type=LyingConfig | bool | Literal["on", "off"] | None),
+]
+
+
+@dataclass
 class PosesConfig:
-    """Poses (`events.poses`): falls and hands up, from the smoothed keypoints."""
+    """Poses (`events.poses`): falls, people lying and hands up, from the smoothed keypoints."""
 
     fall: Switch = False  # a `fall`: the trunk from upright to lying, the hips dropping, within fall_s
     hands_up: Switch = False  # `hands_up`: both wrists above the nose for hands_s
+    lying: LyingSwitch = None  # `lying` after after_s down, `up` (seconds down) when they rise or leave; on: 10 s
     fall_s: Above0 = 1.2  # how fast the trunk goes down in a fall
     down_s: AtLeast0 = 0.6  # how long it stays down before the fall is said
     hands_s: AtLeast0 = 0.5  # how long the hands stay up before it is said
 
     def any(self) -> bool:
-        return self.fall or self.hands_up
+        return self.fall or self.hands_up or self.lying is not None
 
 
 @dataclass
@@ -296,12 +317,21 @@ class MetricsConfig:
 
 
 @dataclass
+class ServerTls:
+    """HTTPS for a server of ours (`runtime.console.tls`): its certificate and private key, PEM files."""
+
+    certfile: str | None = None  # the server's certificate (with its chain); needed
+    keyfile: str | None = None  # its private key; needed
+
+
+@dataclass
 class ConsoleConfig:
     """The web console: live views, status, sources added and removed while running (see the README)."""
 
     port: Port | None = None  # None: no console (--console PORT)
     host: str = "127.0.0.1"  # only this machine; any other host needs token_env
     token_env: str | None = None  # the environment variable that holds the token every request must bring
+    tls: ServerTls | None = None  # serve HTTPS with this certificate (None: plain HTTP)
 
 
 @dataclass
@@ -377,6 +407,16 @@ class StreamOutput:
 
 
 @dataclass
+class MqttTls:
+    """MQTT over TLS (`outputs.mqtt.tls`, usually port 8883): the broker's certificate verified unless insecure."""
+
+    ca_certs: str | None = None  # the CA that signed the broker's certificate (PEM); None: the system's CAs
+    certfile: str | None = None  # our client certificate (PEM), for brokers that ask for one
+    keyfile: str | None = None  # its private key
+    insecure: Switch = False  # true: do not verify the broker's certificate or name (tests only: anyone can listen)
+
+
+@dataclass
 class MqttOutput:
     """Results and events as MQTT messages (paho-mqtt)."""
 
@@ -390,6 +430,7 @@ class MqttOutput:
     password_env: str | None = None  # the name of the environment variable that holds the password
     queue: Count = 1000  # messages waiting for the broker; more are dropped (counted), never waited for
     client_id: str = ""  # empty: sapiens2-stream-<pid>
+    tls: MqttTls | None = None  # connect over TLS (None: plain TCP)
 
 
 @dataclass
@@ -401,6 +442,8 @@ class WebhooksOutput:
     timeout_s: Above0 = 5.0  # one POST's time limit
     max_backoff_s: Above0 = 10.0  # the longest wait between two tries of a failing URL
     drain_s: AtLeast0 = 5.0  # at the end of a run, how long to keep delivering what is still queued
+    secret_env: str | None = None  # the environment variable holding the key that signs each POST (HMAC-SHA256)
+    ca_certs: str | None = None  # a private CA's certificate (PEM) for https:// receivers; default: the system's
 
 
 @dataclass
@@ -758,17 +801,44 @@ def load_config(
     return config_from(data, overrides, source, output, origin)
 
 
+ENV_REFERENCE = re.compile(r"\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)\}")  # ${NAME}; $${NAME} is a literal ${NAME}
+
+
+def expand_env(node: Any, origin: str, key: str = "") -> Any:
+    """`node` with every `${NAME}` in its strings replaced by that environment variable, so that a camera's
+    password stays out of the file (`uri: rtsp://admin:${CAM_PASSWORD}@10.0.0.5/stream1`); an unset one is a
+    configuration error naming the key and the variable. `$${NAME}` stays `${NAME}`."""
+    if isinstance(node, dict):
+        return {k: expand_env(v, origin, f"{key}.{k}" if key else str(k)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [expand_env(v, origin, f"{key}[{i}]") for i, v in enumerate(node)]
+    if not isinstance(node, str):
+        return node
+
+    def value(match: re.Match) -> str:
+        escaped, name = match.groups()
+        if escaped:
+            return "${" + name + "}"
+        if name not in os.environ:
+            raise Sapiens2StreamError(f"{origin}: {key} names ${{{name}}}, but that environment variable is not set")
+        return os.environ[name]
+
+    return ENV_REFERENCE.sub(value, node)
+
+
 def config_from(
     data: dict, overrides=(), source: str | list[str] | None = None, output: str | None = None,
     origin: str = "configuration",
 ) -> PipelineConfig:  # fmt: skip
-    """A validated configuration from YAML-shaped data: `overrides` ("key.path=value"), the source(s), the output."""
+    """A validated configuration from YAML-shaped data: `overrides` ("key.path=value"), the source(s), the output;
+    `${NAME}` in any string taken from the environment."""
     if "source" in data and "sources" in data:
         raise Sapiens2StreamError(
             f"{origin}: both source: and sources: are given; use source: for one input or sources: for several"
         )
     for assignment in overrides:
         set_dotted(data, assignment)
+    data = expand_env(data, origin)
     if source:
         apply_sources(data, [source] if isinstance(source, str) else list(source), origin)
     if output is not None:
@@ -822,6 +892,9 @@ def check_config(config: PipelineConfig, origin: str) -> None:
     mqtt = config.outputs.mqtt
     if mqtt.host and mqtt.password_env and mqtt.username is None:
         fail("outputs.mqtt.password_env is set but outputs.mqtt.username is not")
+    tls = config.runtime.console.tls
+    if tls is not None and not (tls.certfile and tls.keyfile):
+        fail("runtime.console.tls needs both certfile and keyfile (PEM files)")
     if config.outputs.pose2sim.enabled:
         if config.sources is None or len(config.sources) < 2 or config.models.pose is None:
             fail("outputs.pose2sim needs the pose model and two or more sources (the cameras of one take)")

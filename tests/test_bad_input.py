@@ -30,9 +30,9 @@ def encode(path, codec, pix_fmt, frames=3, size=(64, 48), alpha=False):
     return path
 
 
-def run(tmp_path, tiny_dir, source, capsys, boxes=((4, 4, 20, 30),), **models):
+def run(tmp_path, tiny_dir, source, capsys, boxes=((4, 4, 20, 30),), source_keys=None, **models):
     spec = {
-        "source": {"uri": str(source)},
+        "source": {"uri": str(source), **(source_keys or {})},
         "detector": {"type": "fixed", "boxes": [list(b) for b in boxes]},
         "models": models or {"pose": {"source": str(tiny_dir["pose"]), "input_size": [64, 48]}},
         "outputs": {"dir": str(tmp_path / "out")},
@@ -67,13 +67,15 @@ def test_unusable_files_fail_with_one_line(tmp_path, tiny_dir, capsys, make, mes
 
 
 def test_missing_webcam_names_the_cameras_there_are(tmp_path, tiny_dir, capsys):
-    """A real v4l2 open of a device that is not there (no camera exists on this machine)."""
+    """A real v4l2 open of a device that is not there (no camera exists on this machine): said at once, naming the
+    cameras there are; then tried again (it may be plugged in) until give_up_s."""
     absent = next(n for n in range(90, 200) if not os.path.exists(f"/dev/video{n}"))
-    code, err = run(tmp_path, tiny_dir, f"webcam:{absent}", capsys)
+    reconnect = {"initial_s": 0.2, "give_up_s": 1}
+    code, err = run(tmp_path, tiny_dir, f"webcam:{absent}", capsys, source_keys={"reconnect": reconnect})
     cameras = ", ".join(sorted(glob.glob("/dev/video*"), key=lambda p: (len(p), p))) or "none"
-    assert code == 2
-    assert error_line(err) == (f"sapiens2-stream: error: webcam:{absent}: no camera at /dev/video{absent} "
-                               f"(cameras here: {cameras}); set source.uri to webcam:N")  # fmt: skip
+    why = f"webcam:{absent}: no camera at /dev/video{absent} (cameras here: {cameras}); set source.uri to webcam:N"
+    assert code == 1 and f"source webcam:{absent}: {why}; trying again" in err, err
+    assert why in error_line(err) and "never delivered a frame" in error_line(err)
 
 
 def test_truncated_file(tmp_path, tiny_dir, capsys):
@@ -192,7 +194,12 @@ def test_soak_live_path_bounded_memory_and_queues(tmp_path, tiny_dir):
 
 
 def test_unreachable_camera_at_start(tmp_path, tiny_dir, capsys):
+    """A camera down at start is tried again and again (tests/test_camera_site.py); with give_up_s it ends as one
+    error line naming why, exit 1."""
     from tests.test_pipeline import free_port
 
-    code, err = run(tmp_path, tiny_dir, f"rtsp://127.0.0.1:{free_port()}/cam", capsys)
-    assert code == 2 and "cannot open" in error_line(err)
+    uri = f"rtsp://127.0.0.1:{free_port()}/cam"
+    code, err = run(tmp_path, tiny_dir, uri, capsys, source_keys={"reconnect": {"initial_s": 0.2, "give_up_s": 1}})
+    line = error_line(err)
+    assert code == 1 and "gave up after 1 s" in line and "cannot open" in line, err
+    assert f"source {uri}: " in err and "trying again while the other sources run" in err

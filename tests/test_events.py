@@ -189,6 +189,65 @@ def test_no_fall_in_everyday_movement(activity):
     assert not [e for e in play(rules, {1: track}, 6.0) if e["kind"] == "fall"]
 
 
+def lying_events(track, seconds: float, after_s: float = 3.0) -> list[tuple[str, float, dict]]:
+    rules = EventRules({"poses": {"lying": {"after_s": after_s}}}, frame_size=(640, 480))
+    return [(e["kind"], e["time_s"], e) for e in play(rules, {1: track}, seconds)]
+
+
+def test_lying_after_a_fall_then_up_with_the_seconds_down():
+    """Falls at 1 s (down by 1.6 s), lies still, gets up from 12 s to 13 s: `lying` once after_s after reaching the
+    floor, `up` once with the time spent down."""
+
+    def track(t):
+        down = np.clip((t - 1.0) / 0.6, 0.0, 1.0) - np.clip(t - 12.0, 0.0, 1.0)
+        return seen(S.Pose(), tilt=np.radians(85) * down, tilt_towards=0.0)
+
+    said = lying_events(track, 16.0)
+    assert [k for k, _, _ in said] == ["lying", "up"]
+    (_, lying_t, lying), (_, up_t, up) = said
+    assert 1.3 <= lying["since_s"] <= 1.7 and lying_t == pytest.approx(lying["since_s"] + 3.0, abs=0.11)
+    assert 12.0 <= up_t <= 13.0  # while rising
+    assert up["down_s"] == pytest.approx(up_t - lying["since_s"], abs=1e-6) and 10.3 <= up["down_s"] <= 11.7
+
+
+def test_lying_down_slowly_then_leaving_says_lying_and_up():
+    """Lies down over 4 s (no fall), stays down, then leaves the picture at 14 s: `lying`, then `up` (left) with the
+    seconds down up to the last sight."""
+
+    def track(t):
+        if t >= 14.0:
+            return None
+        return seen(S.Pose(), tilt=np.radians(85) * np.clip((t - 1) / 4.0, 0, 1), tilt_towards=np.pi / 2)
+
+    said = lying_events(track, 17.0)
+    assert [k for k, _, _ in said] == ["lying", "up"]
+    assert said[1][2]["left"] is True
+    assert said[1][1] == pytest.approx(13.9)
+    assert said[1][2]["down_s"] == pytest.approx(13.9 - said[0][2]["since_s"], abs=1e-3)
+    fall_rules = EventRules({"poses": {"fall": True}}, frame_size=(640, 480))
+    assert not [e for e in play(fall_rules, {1: track}, 17.0) if e["kind"] == "fall"]  # lying, not falling
+
+
+@pytest.mark.parametrize("activity", ["walking", "sitting", "crouching", "bending over"])
+def test_no_lying_for_everyday_poses_held_long(activity):
+    def track(t):
+        if activity == "walking":
+            return seen(S.walking(t, speed=0.3, start_x=-2.0))
+        if activity == "sitting":
+            return seen(S.Pose(crouch=0.6 * np.clip(t - 1, 0, 1)))
+        if activity == "crouching":
+            return seen(S.Pose(crouch=0.9 * np.clip(t - 1, 0, 1)))
+        return seen(S.Pose(), bend=np.radians(85) * np.clip(t - 1, 0, 1))
+
+    assert lying_events(track, 12.0) == []
+
+
+def test_lying_on_is_the_default_wait_and_a_bad_value_is_named():
+    assert EventRules({"poses": {"lying": "on"}}, frame_size=(640, 480)).lying_after_s == 10.0
+    with pytest.raises(Sapiens2StreamError, match="poses.lying.after_s must be at least 0"):
+        EventRules({"poses": {"lying": {"after_s": -1}}}, frame_size=(640, 480))
+
+
 def test_hands_up_once_until_they_come_down():
     def track(t):
         up = 1.0 <= t < 2.5 or t >= 3.5

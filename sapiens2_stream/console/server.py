@@ -15,8 +15,10 @@ import ipaddress
 import json
 import os
 import socket
+import ssl
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -24,7 +26,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..config import ConsoleConfig, SourceConfig, check_config, from_dict
+from ..config import ConsoleConfig, ServerTls, SourceConfig, check_config, from_dict
 from ..errors import Sapiens2StreamError
 from ..io.draw import BODY_LINKS
 from ..models.metadata import pose_metadata
@@ -61,8 +63,9 @@ class TokenGate:
     a WebSocket's handshake too (ASGI's denial response, which uvicorn supports): 401 without the token (log in),
     403 for a foreign origin (forbidden)."""
 
-    def __init__(self, app, token: str | None) -> None:
+    def __init__(self, app, token: str | None, secure: bool = False) -> None:
         self.app, self.token = app, token
+        self.cookie_flags = "HttpOnly; SameSite=Strict; Path=/" + ("; Secure" if secure else "")
 
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket"):
@@ -72,7 +75,7 @@ class TokenGate:
             return await refuse(scope, receive, send, 403, "another origin's page may not open this console")
         if self.token is None:
             return await self.app(scope, receive, send)
-        query = dict(p.split("=", 1) for p in scope["query_string"].decode().split("&") if "=" in p)
+        query = dict(parse_qsl(scope["query_string"].decode("latin-1")))  # percent-decoded, as the page encoded it
         given = [headers.get("authorization", "").removeprefix("Bearer "), cookie(headers, COOKIE),
                  query.get("token", "")]  # fmt: skip
         if not any(g and hmac.compare_digest(g, self.token) for g in given):
@@ -81,12 +84,25 @@ class TokenGate:
 
             async def with_cookie(message):
                 if message["type"] == "http.response.start":
-                    value = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+                    value = f"{COOKIE}={self.token}; {self.cookie_flags}"
                     message["headers"] = [*message.get("headers", []), (b"set-cookie", value.encode())]
                 await send(message)
 
             return await self.app(scope, receive, with_cookie)
         return await self.app(scope, receive, send)
+
+
+def check_server_tls(tls: ServerTls) -> None:
+    """`runtime.console.tls`'s files exist and make a server certificate with its key (else one line, exit 2)."""
+    for key in ("certfile", "keyfile"):
+        if not Path(getattr(tls, key)).is_file():
+            raise Sapiens2StreamError(f"runtime.console.tls.{key}: {getattr(tls, key)}: no such file")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(tls.certfile, tls.keyfile)
+    except ssl.SSLError as e:
+        raise Sapiens2StreamError(
+            f"runtime.console.tls: the certificate and key do not make a pair ({e.reason or e})"
+        ) from None
 
 
 async def refuse(scope, receive, send, status: int, reason: str) -> None:
@@ -152,7 +168,9 @@ class Console:
             Route("/api/v1/sources/{name}/recordings/{file:path}", self.recording),
             Route("/api/v1/sources/{name}/keypoints.jsonl", self.keypoints),
         ]
-        self.app = TokenGate(Starlette(routes=routes), self.token)
+        self.app = TokenGate(Starlette(routes=routes), self.token, secure=cfg.tls is not None)
+        if cfg.tls is not None:
+            check_server_tls(cfg.tls)
 
     # ------------------------------------------------------------------------------------------- running
 
@@ -164,8 +182,10 @@ class Console:
             def capture_signals(self):  # the pipeline (or the fleet driver) handles Ctrl-C and SIGTERM itself
                 yield
 
+        tls = self.cfg.tls
+        https = {} if tls is None else {"ssl_certfile": tls.certfile, "ssl_keyfile": tls.keyfile}
         config = uvicorn.Config(self.app, lifespan="off", log_level="warning", timeout_graceful_shutdown=2,
-                                ws="websockets-sansio")  # fmt: skip
+                                ws="websockets-sansio", **https)  # fmt: skip
         self.server = Server(config)
         ticker = asyncio.create_task(self._tick())
         try:

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
-
-def without_credentials(uri: str) -> str:
-    """The URI with any user name and password removed (rtsp://user:pass@host/... -> rtsp://host/...)."""
-    parts = urlsplit(uri)
-    if not parts.netloc or "@" not in parts.netloc:
-        return uri
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+from ..errors import redact
 
 
 def state(stream) -> str:
-    """live, reconnecting (a live source waiting for its camera to come back), ended or failed."""
+    """live, connecting (a live source whose camera has not delivered yet), reconnecting (waiting for it to come
+    back), ended or failed."""
     if stream.error is not None:
         return "failed"
     if stream.closed or not stream.reading:
         return "ended"
-    return "reconnecting" if stream.disconnected else "live"
+    connection = stream.source.connection
+    return "live" if connection is None else connection.state
 
 
 def counters(stream) -> dict:
@@ -34,6 +28,7 @@ def counters(stream) -> dict:
         "result_age_s": n["result_age_s"],
         "event_counts": None if rules is None else {**rules.counts(), "kinds": dict(rules.totals)},
         "errors": n["errors"],  # stages that failed for this source (each off for it since)
+        "connection": None if stream.source.connection is None else stream.source.connection.snapshot(),
     }  # fmt: skip
 
 
@@ -49,11 +44,12 @@ def source_status(name: str, uri: str, state: str, counts: dict, result_age_s: f
         "last_frame": counts.get("last_frame"), "people": counts.get("people", 0),
         "event_counts": counts.get("event_counts"),  # zones' occupancy, lines' crossings, events by kind (events:)
         "errors": counts.get("errors", []),  # stages that failed for this source: {stage, error, frame}
+        "connection": counts.get("connection"),  # a live source: state, why the latest attempt failed, next attempt
     }  # fmt: skip
 
 
 def describe(stream) -> dict:
     """A source of this pipeline as the console lists it."""
     counts = counters(stream)
-    return source_status(stream.name, without_credentials(stream.cfg.source.uri), state(stream), counts,
+    return source_status(stream.name, redact(stream.cfg.source.uri), state(stream), counts,
                          counts["result_age_s"])  # fmt: skip

@@ -20,14 +20,19 @@
   the other for `min_s`, further than `margin_px` from the line (a dead band: standing on the line counts nothing,
   turning back before crossing counts nothing). `in` is from the right of the directed line (start -> end, as drawn
   on the picture) to its left; `out` the other way; `in:` / `out:` name them in the events.
-- **Poses.** `fall`: the trunk goes from upright (within 30 degrees of vertical) to lying (beyond 60 degrees, or
-  shorter than 45% of its upright length: lying along the camera's view) with the hips dropping by a quarter of the
-  person's upright height, within `fall_s` (1.2 s), and stays down for `down_s` (0.6 s; the event's time is when
-  the trunk reached lying): sitting down keeps the trunk upright, bending over keeps the hips up, lying down slowly
-  takes longer. The trunk is the smoothed shoulders' and hips' middles, read once at least one shoulder and one
-  hip are sure (a model that sees a person lying on a side is unsure of the lower ones). `hands_up`: both wrists
-  above the nose by a tenth of the person's height for `hands_s` (0.5 s),
-  once until they come down.
+- **Poses.** `fall`: the trunk goes from upright (within 30 degrees of vertical) to lying (beyond 60 degrees; a trunk
+  seen shorter than upright leans along the camera's view by the angle whose cosine is the ratio) with the hips
+  dropping by a quarter of the person's upright height, within `fall_s` (1.2 s), and stays down for `down_s`
+  (0.6 s; the event's time is when the trunk reached lying): sitting down keeps the trunk upright, bending over
+  keeps the hips up, lying down slowly takes longer. The trunk is the smoothed shoulders' and hips' middles, read
+  once at least one shoulder and one hip are sure (a model that sees a person lying on a side is unsure of the
+  lower ones). `hands_up`: both wrists above the nose by a tenth of the person's height for `hands_s` (0.5 s),
+  once until they come down. `lying`: the trunk lying (as for a fall) and the person low (their box under 45% of
+  their upright height, or wider than tall for someone never seen upright) for `lying.after_s` (10 s)
+  continuously, however they got there (a fall, lying down slowly, already down when first seen): once, then `up`
+  with `down_s`, the seconds from lying down to rising, when they rise or leave. Sitting, crouching and bending
+  keep the trunk upright or the person tall; a change shorter than `RISE_S` in either direction is a wobble of the
+  keypoints, not a change of pose.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ from ..models.metadata import keypoint_index
 FEET = ("left_ankle", "right_ankle", "left_heel", "right_heel", "left_big_toe", "right_big_toe", "left_small_toe",
         "right_small_toe")  # fmt: skip
 MIN_SCORE = 0.3
+UPRIGHT_TRUNK = 0.85  # the upright size is learnt only while the trunk is this long (not while it leans away)
+LOW = 0.45  # lying: the box's height under this share of the person's upright height
+RISE_S = 0.5  # lying and rising are said only once they last this long
 
 
 def ids(*names: str) -> list[int]:
@@ -126,6 +134,9 @@ class PoseState:
     fall_said: bool = False
     hands_since: float | None = None
     hands_said: bool = False
+    lying_since: float | None = None  # when the trunk last lay down (after_s counts from here)
+    lying_said: bool = False
+    up_since: float | None = None  # when a lying person last got up (rising counts from here)
 
 
 class EventRules:
@@ -142,6 +153,7 @@ class EventRules:
         self.lines = [self._line(n, v) for n, v in config.lines.items()]
         poses = config.poses
         self.fall, self.hands_up = poses.fall, poses.hands_up
+        self.lying_after_s = None if poses.lying is None else poses.lying.after_s
         self.fall_s, self.down_s, self.hands_s = poses.fall_s, poses.down_s, poses.hands_s
         self.poses: dict[int, PoseState] = {}
         self.last_seen: dict[int, float] = {}
@@ -186,7 +198,7 @@ class EventRules:
                 point = anchor_point(line.anchor, keypoints, scores, box)
                 if point is not None:
                     self._line_step(line, track_id, time_s, point, events)
-            if self.fall or self.hands_up:
+            if self.fall or self.hands_up or self.lying_after_s is not None:
                 self._pose_step(track_id, time_s, keypoints, scores, box, events)
         for track_id, last in list(self.last_seen.items()):  # gone longer than the tracker's patience: it left
             if track_id not in seen and time_s - last > self.patience_s:
@@ -197,7 +209,10 @@ class EventRules:
                 for line in self.lines:
                     line.side.pop(track_id, None)
                     line.pending.pop(track_id, None)
-                self.poses.pop(track_id, None)
+                state = self.poses.pop(track_id, None)
+                if state is not None and state.lying_said:
+                    events.append(self._event("up", track_id, last, down_s=round(last - state.lying_since, 3),
+                                              left=True))  # fmt: skip
                 del self.last_seen[track_id]
         for zone in self.zones:
             self._crowding(zone, time_s, events)
@@ -263,14 +278,17 @@ class EventRules:
         angle = float(np.degrees(np.arctan2(abs(trunk[0]), -trunk[1])))  # 0: upright (shoulders above the hips)
         hip_y = float(keypoints[hips, 1].mean())
         height, length = float(box[3] - box[1]), float(np.linalg.norm(trunk))
-        if angle < 30 and (state.upright_trunk is None or length > 0.7 * state.upright_trunk):
+        if angle < 30 and (state.upright_trunk is None or length > UPRIGHT_TRUNK * state.upright_trunk):
             state.upright_height = height if state.upright_height is None else 0.9 * state.upright_height + 0.1 * height
             state.upright_trunk = length if state.upright_trunk is None else 0.9 * state.upright_trunk + 0.1 * length
-        if state.upright_trunk and length < 0.45 * state.upright_trunk:
-            angle = 90.0  # the trunk seen end-on: lying along the camera's view (a fall away from or towards it)
+        if state.upright_trunk:  # a trunk shorter than upright leans along the camera's view (away or towards it)
+            angle = max(angle, float(np.degrees(np.arccos(min(1.0, length / state.upright_trunk)))))
         state.history.append((time_s, angle, hip_y))
         if self.fall:
             self._fall(state, track_id, time_s, angle, hip_y, events)
+        if self.lying_after_s is not None:
+            low = height < LOW * state.upright_height if state.upright_height else box[2] - box[0] > height
+            self._lying(state, track_id, time_s, angle >= 60 and low, events)
         if self.hands_up and state.upright_height:
             up = (scores[wrists] >= MIN_SCORE).all() and scores[nose] >= MIN_SCORE and \
                 (keypoints[wrists, 1] < keypoints[nose, 1] - 0.1 * state.upright_height).all()  # fmt: skip
@@ -300,6 +318,25 @@ class EventRules:
         if state.fallen_at is not None and not state.fall_said and time_s - state.down_since >= self.down_s:
             state.fall_said = True
             events.append(self._event("fall", track_id, state.down_since, started_s=round(state.fallen_at, 6)))
+
+    def _lying(self, state: PoseState, track_id, time_s, down: bool, events) -> None:
+        if down:
+            state.up_since = None
+            if state.lying_since is None:
+                state.lying_since = time_s
+            if not state.lying_said and time_s - state.lying_since >= self.lying_after_s:
+                state.lying_said = True
+                events.append(self._event("lying", track_id, time_s, since_s=round(state.lying_since, 6)))
+            return
+        if state.lying_since is None:
+            return
+        state.up_since = time_s if state.up_since is None else state.up_since
+        if time_s - state.up_since < RISE_S:
+            return  # a wobble: still lying
+        if state.lying_said:
+            events.append(self._event("up", track_id, state.up_since,
+                                      down_s=round(state.up_since - state.lying_since, 3)))  # fmt: skip
+        state.lying_since, state.lying_said, state.up_since = None, False, None
 
     @property
     def on_floor(self) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -249,11 +250,12 @@ def write_bvh(path: Path, times: np.ndarray, xyz: np.ndarray) -> None:
 # ----------------------------------------------------------------------------------------------------- a run's
 
 
-def write_mocap(folder: Path, tracks: dict[int, tuple], world: np.ndarray | None, frame: str, formats: list[str],
+def write_mocap(folder: Path, tracks: Mapping[int, tuple], world: np.ndarray | None, frame: str, formats: list[str],
                 about: dict) -> list[Path]:  # fmt: skip
     """world.json and tracks_3d/track_NNNN.{trc,c3d,bvh} in `folder`. `tracks`: track id -> (times [T], camera-frame
-    keypoints [T, 308, 3], confidences [T, 308]); `world`: the 4x4 world-from-camera transform (None: the files
-    stay in the camera's frame); `frame`: what the world frame is ("floor", "calibration", "camera")."""
+    keypoints [T, 308, 3], confidences [T, 308]), read one track at a time (a spool on disk may serve them); `world`:
+    the 4x4 world-from-camera transform (None: the files stay in the camera's frame); `frame`: what the world frame
+    is ("floor", "calibration", "camera")."""
     if not tracks:
         return []
     folder = Path(folder)
@@ -264,7 +266,8 @@ def write_mocap(folder: Path, tracks: dict[int, tuple], world: np.ndarray | None
     out = folder / "tracks_3d"
     out.mkdir(exist_ok=True)
     written = []
-    for track_id, (times, xyz, confidence) in sorted(tracks.items()):
+    for track_id in sorted(tracks):
+        times, xyz, confidence = tracks[track_id]
         points = transform(world, np.asarray(xyz, np.float64))
         points[np.asarray(confidence) <= 0] = np.nan
         written += write_track(out / f"track_{track_id:04d}", np.asarray(times, np.float64), points, formats)

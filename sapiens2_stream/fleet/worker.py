@@ -26,8 +26,8 @@ import numpy as np
 from ..config import PipelineConfig, SourceConfig, from_dict
 from ..console.events import EventCollector
 from ..console.live import LiveViews
-from ..console.status import counters, state, without_credentials
-from ..errors import Sapiens2StreamError
+from ..console.status import counters, state
+from ..errors import Sapiens2StreamError, redact
 from ..runtime.live_mocap import triangulation_group
 from .mocap import MocapFeed
 from .record import added_sources, assigned_to, continuation, fence_for
@@ -192,7 +192,7 @@ class FleetWorker:
         for s in self.running().values():
             cameras[s.name] = {
                 "epoch": self.epochs[s.name], **counters(s),
-                "state": "fenced" if s.fenced else state(s), "uri": without_credentials(s.cfg.source.uri),
+                "state": "fenced" if s.fenced else state(s), "uri": redact(s.cfg.source.uri),
                 "recording": str(s.feed.recording) if s.feed.recording else None,
             }  # fmt: skip
         answer = {**self.info(), "worker": self.name, "cameras": cameras}

@@ -10,20 +10,68 @@
 
 One connection per process, shared by every source. The broker is never waited for: paho sends from its own
 thread and keeps up to `queue` messages while the broker is away (re-sent on reconnect); a message beyond that is
-dropped and counted.
+dropped and counted. Why the broker cannot be reached (refused, a certificate that does not verify, a refused
+login) is said once, as one line naming the broker, each time the reason changes.
+
+`tls:` connects over TLS, verifying the broker's certificate and name against `ca_certs` (or the system's CAs)
+unless `insecure: true` is said.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
+import ssl
+from pathlib import Path
 
 import numpy as np
 
-from ..config import MqttOutput
+from ..config import MqttOutput, MqttTls
 from ..errors import Sapiens2StreamError
 from ..models.metadata import pose_metadata
 from .sink import Sink, best_keypoints, rounded, seg_counts
+
+log = logging.getLogger("sapiens2_stream")
+
+
+def tls_context(tls: MqttTls) -> ssl.SSLContext:
+    """The TLS context `outputs.mqtt.tls` asks for; a missing or unreadable file is a one-line error."""
+    for key in ("ca_certs", "certfile", "keyfile"):
+        path = getattr(tls, key)
+        if path is not None and not Path(path).is_file():
+            raise Sapiens2StreamError(f"outputs.mqtt.tls.{key}: {path}: no such file")
+    if tls.keyfile and not tls.certfile:
+        raise Sapiens2StreamError("outputs.mqtt.tls.keyfile is set but outputs.mqtt.tls.certfile is not")
+    try:
+        context = ssl.create_default_context(cafile=tls.ca_certs)
+        if tls.certfile:
+            context.load_cert_chain(tls.certfile, tls.keyfile)
+    except ssl.SSLError as e:
+        raise Sapiens2StreamError(f"outputs.mqtt.tls: cannot read the certificates ({e.reason or e})") from None
+    if tls.insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+@functools.cache
+def client_class():
+    """paho's client, keeping why its latest connection attempt failed (paho only says that it did)."""
+    import paho.mqtt.client as mqtt
+
+    class Client(mqtt.Client):
+        last_error: OSError | None = None
+
+        def reconnect(self):
+            try:
+                return super().reconnect()
+            except OSError as e:
+                self.last_error = e
+                raise
+
+    return Client
 
 
 class MqttClient:
@@ -33,8 +81,12 @@ class MqttClient:
         import paho.mqtt.client as mqtt
 
         self.cfg = cfg
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=cfg.client_id or
-                                  f"sapiens2-stream-{os.getpid()}")  # fmt: skip
+        self.said: str | None = None  # the latest reason said for not being connected
+        self.client = client_class()(mqtt.CallbackAPIVersion.VERSION2, client_id=cfg.client_id or
+                                     f"sapiens2-stream-{os.getpid()}")  # fmt: skip
+        if cfg.tls is not None:
+            self.client.tls_set_context(tls_context(cfg.tls))
+            self.client.tls_insecure_set(bool(cfg.tls.insecure))
         if cfg.username is not None:
             password = None
             if cfg.password_env:
@@ -48,13 +100,33 @@ class MqttClient:
         self.client.reconnect_delay_set(0.5, 10)
         self.client.will_set(cfg.status_topic, "offline", qos=1, retain=True)
         self.client.on_connect = self._on_connect
+        self.client.on_connect_fail = self._on_connect_fail
         self.queue_full = mqtt.MQTT_ERR_QUEUE_SIZE
         self.client.connect_async(cfg.host, cfg.port)
         self.client.loop_start()
 
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
-        if not reason_code.is_failure:
+        if reason_code.is_failure:
+            self._say(f"the broker refused the connection ({reason_code})")
+        else:
+            self.said = None
             client.publish(self.cfg.status_topic, "online", qos=1, retain=True)
+
+    def _on_connect_fail(self, client, userdata) -> None:
+        e = client.last_error
+        if isinstance(e, ssl.SSLCertVerificationError):
+            reason = f"its certificate does not verify: {e.verify_message}; check outputs.mqtt.tls.ca_certs"
+        elif isinstance(e, ssl.SSLError):
+            reason = f"TLS failed: {e.reason or e}"
+        else:
+            reason = getattr(e, "strerror", None) or str(e) or "no answer"
+        self._say(f"cannot connect ({reason})")
+
+    def _say(self, problem: str) -> None:
+        """One line per reason the broker is unreachable (not one per retry)."""
+        if problem != self.said:
+            self.said = problem
+            log.warning(f"outputs.mqtt: broker {self.cfg.host}:{self.cfg.port}: {problem}; retrying")
 
     def publish(self, topic: str, message: dict, qos: int | None = None, retain: bool = False) -> bool:
         """Queue a message; False when paho's queue is full (the broker has been away too long): dropped."""

@@ -18,6 +18,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..config import DEFAULT_FPS, StreamOutput
+from ..errors import redact
 from .backoff import Backoff
 from .pixels import encodable
 from .pyav import av
@@ -108,7 +109,7 @@ class RestreamSink(Sink):
                 return  # the run ended
             except (av.FFmpegError, OSError, ValueError) as e:
                 self.dropped += 1  # the frame being sent
-                self.events.append(f"stream {self.url}: {getattr(e, 'strerror', None) or e}; reconnecting")
+                self.events.append(redact(f"stream {self.url}: {getattr(e, 'strerror', None) or e}; reconnecting"))
             if self.sent > sent:  # it was connected: start the backoff again
                 backoff.reset()
             deadline = time.monotonic() + backoff.next()

@@ -1,13 +1,16 @@
 """Frame sources through PyAV: video files, RTSP/RTMP/HTTP streams, webcams, lavfi test sources, image folders.
 
 Every frame keeps its index, its presentation time in seconds and the wall time it arrived. Live sources
-(streams, webcams) reconnect with exponential backoff: a dropped camera is a gap, counted, not a crash.
-Their timestamps stay monotonic across reconnects (wall-clock offset per connection).
+(streams, webcams, lavfi) connect on their own and reconnect with exponential backoff: a camera that is down when
+the run starts is tried again while the others run, a dropped camera is a gap, counted, not a crash. Their
+timestamps stay monotonic across reconnects (wall-clock offset per connection). A live source's `connection`
+says where it stands (connecting, live, reconnecting, gave_up; why the latest attempt failed; when the next is).
 """
 
 from __future__ import annotations
 
 import glob
+import logging
 import sys
 import threading
 import time
@@ -20,7 +23,7 @@ import cv2
 import numpy as np
 
 from ..config import DEFAULT_FPS, SourceConfig
-from ..errors import Sapiens2StreamError
+from ..errors import Sapiens2StreamError, redact
 from .backoff import Backoff
 from .pixels import rgb_of
 from .pyav import av
@@ -28,6 +31,7 @@ from .upright import UPRIGHT, Orientation, display_orientation, exif_orientation
 
 STREAM_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://", "udp://", "tcp://", "srt://")
 LIVE_KINDS = ("stream", "webcam", "lavfi")
+log = logging.getLogger("sapiens2_stream")
 JUMP_S = 2.0  # a live timestamp step outside (0, JUMP_S) seconds is a clock jump, not time passing
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
@@ -49,6 +53,24 @@ class SourceStats:
     events: list[str] = field(default_factory=list)
     conversions: list[str] = field(default_factory=list)  # how frames were made upright and square, said once each
     last_frame_wall: float | None = None  # when the latest frame arrived (health checks)
+
+
+@dataclass
+class Connection:
+    """A live source's link to its camera, as the status line, console, summary.json, /metrics and /healthz show it."""
+
+    state: str = "connecting"  # connecting (no frame yet), live, reconnecting (dropped), gave_up (give_up_s passed)
+    reason: str | None = None  # why the latest attempt failed (its password redacted)
+    next_attempt_wall: float | None = None  # when the next attempt is made (unix seconds)
+
+    def snapshot(self) -> dict:
+        next_in = None if self.next_attempt_wall is None else max(0.0, self.next_attempt_wall - time.time())
+        return {"state": self.state, "reason": self.reason,
+                "next_attempt_in_s": None if next_in is None else round(next_in, 1)}  # fmt: skip
+
+    @property
+    def up(self) -> bool:
+        return self.state == "live"
 
 
 @dataclass
@@ -164,6 +186,7 @@ class Source:
         self.audio_path: str | None = None  # a file whose audio the video sink can copy
         self.rate: float | None = None  # a live stream's nominal frames/s, as it said when connected (planning)
         self.listeners: list = []  # (event, fields) callbacks: source_disconnected, source_reconnected
+        self.connection = Connection() if self.live else None
         self._paths: list[Path] = []
         if self.kind == "file":
             self._probe_file()
@@ -181,17 +204,40 @@ class Source:
             self.total_frames = min(self.total_frames, cfg.max_frames)
 
     def connect(self) -> None:
-        """A live source connects once before the run (an unreachable camera is a configuration error, not a drop)
-        and says its nominal frame rate; other kinds have nothing to do."""
-        if self.live:
-            with self._open() as container:
-                video = container.streams.video
-                rate = video[0].average_rate if video else None
-                self.rate = float(rate) if rate else None
+        """A live source tries its camera once before the run, for its nominal frame rate (planning); a camera that
+        is down is said (one line) and left to the reader, which keeps trying while the other sources run. Other
+        kinds have nothing to do."""
+        if not self.live:
+            return
+        try:
+            container = self._open()
+        except Sapiens2StreamError as e:
+            self._failed(str(e), self.cfg.reconnect.initial_s)
+            return
+        with container:
+            self._learn_rate(container)
+
+    def _learn_rate(self, container: av.container.InputContainer) -> None:
+        video = container.streams.video
+        rate = video[0].average_rate if video else None
+        self.rate = float(rate) if rate else self.rate
+
+    def _failed(self, reason: str, wait_s: float) -> None:
+        """An attempt to connect failed: said once per reason while the camera has never delivered a frame."""
+        c = self.connection
+        if c.state == "connecting" and reason != c.reason:
+            log.warning(f"source {self.label}: {reason}; trying again while the other sources run")
+        c.reason, c.next_attempt_wall = reason, time.time() + wait_s
+
+    @property
+    def label(self) -> str:
+        """The source's name, else its URI (password redacted), for lines about it."""
+        return self.cfg.name or self.source_id
 
     @property
     def source_id(self) -> str:
-        return self.cfg.uri
+        """The URI as outputs name it (its password redacted)."""
+        return redact(self.cfg.uri)
 
     # ------------------------------------------------------------------------------------------- opening
 
@@ -356,14 +402,19 @@ class Source:
         backoff = Backoff(rc.initial_s, rc.max_s)
         last_frame_wall: float | None = None
         last_pts: float | None = None
+        connection = self.connection
         while not stop.is_set() and not self._limit_reached(index):
             offset = None
+            wait_s = backoff.next()
             try:
                 container = self._open()
             except Sapiens2StreamError as e:
-                self.stats.events.append(str(e))
+                if str(e) not in self.stats.events[-1:]:  # a camera down for hours: said once, not every attempt
+                    self.stats.events.append(str(e))
+                self._failed(str(e), wait_s)
             else:
                 with container:
+                    self._learn_rate(container)
                     sar = pixel_aspect(container.streams.video[0].codec_context.sample_aspect_ratio)
                     turn = None
                     try:
@@ -374,6 +425,9 @@ class Source:
                             stream_t = float(vf.time) if vf.time is not None else now - start
                             if offset is None:
                                 offset = (now - start) - stream_t
+                                if connection.state == "connecting" and connection.reason is not None:
+                                    log.warning(f"source {self.label}: connected")
+                                connection.state, connection.reason, connection.next_attempt_wall = "live", None, None
                                 if last_frame_wall is not None:
                                     self.stats.gaps_s += now - last_frame_wall
                                     self._notify("source_reconnected", gap_s=round(now - last_frame_wall, 3))
@@ -389,16 +443,28 @@ class Source:
                             index += 1
                     except av.FFmpegError as e:
                         self.stats.events.append(f"stream error: {_reason(e)}")
+                        connection.reason = f"stream error: {_reason(e)}"
             if stop.is_set() or self._limit_reached(index):
                 return
             if offset is not None:  # this connection had delivered frames: the camera dropped
+                connection.state = "reconnecting"
                 self._notify("source_disconnected")
+                backoff.reset()
+                wait_s = backoff.next()
             silent_for = time.time() - (last_frame_wall or start)
             if rc.give_up_s is not None and silent_for > rc.give_up_s:
+                never = last_frame_wall is None
+                connection.state, connection.next_attempt_wall = "gave_up", None
                 self.stats.events.append(f"gave up after {silent_for:.1f}s without frames")
+                if never:  # a camera that never came up ends as a failed source (its outputs were never started)
+                    raise Sapiens2StreamError(f"{self.cfg.uri}: gave up after {silent_for:.0f} s (source.reconnect."
+                                              f"give_up_s): the camera never delivered a frame ({connection.reason})")
+                log.warning(f"source {self.label}: gave up after {silent_for:.0f} s without frames "
+                            "(source.reconnect.give_up_s)")  # fmt: skip
                 return
             self.stats.reconnects += 1
-            stop.wait(backoff.next())
+            connection.next_attempt_wall = time.time() + wait_s
+            stop.wait(wait_s)
 
 
 def _reason(e: BaseException) -> str:

@@ -5,20 +5,50 @@ never slows the pipeline: `write` only queues. A failed POST (no answer, a refus
 2xx) is retried, waiting longer each time (up to `max_backoff_s`), until it is delivered: an event within the
 queue's bound (plus the one being tried) arrives once, in order, when the receiver comes back. A full queue drops
 its oldest waiting event, counted.
+
+Receivers can tell our POSTs from anyone's: with `secret_env`, each carries `X-Sapiens2-Timestamp` (unix seconds)
+and `X-Sapiens2-Signature: sha256=<hex>`, the HMAC-SHA256 of `<timestamp>.<raw body>` with that secret (the
+timestamp lets a receiver refuse replays). https:// receivers are verified (the system's CAs, or `ca_certs`);
+`user:password@` in a URL is sent as HTTP basic authentication, never shown.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
+import os
+import ssl
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections import deque
+from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..config import WebhooksOutput
+from ..errors import Sapiens2StreamError
 from .backoff import Backoff
 from .sink import Sink
+
+SIGNATURE, TIMESTAMP = "X-Sapiens2-Signature", "X-Sapiens2-Timestamp"
+
+
+def signature(secret: bytes, timestamp: str, body: bytes) -> str:
+    """The `X-Sapiens2-Signature` value of a POST: sha256=HMAC-SHA256(secret, "<timestamp>.<body>") in hex."""
+    return "sha256=" + hmac.new(secret, timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+
+
+def split_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """(the URL without `user:password@`, the basic-authentication header it implies, if any)."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, {}
+    plain = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    return plain, {"Authorization": "Basic " + base64.b64encode(pair).decode()}
 
 
 class WebhookSink(Sink):
@@ -26,12 +56,37 @@ class WebhookSink(Sink):
 
     def __init__(self, cfg: WebhooksOutput) -> None:
         self.cfg = cfg
+        self.secret = self._secret(cfg)
+        self.tls = self._tls(cfg)
         self.queues = {url: deque() for url in cfg.urls}
         self.sent = self.failed = self.dropped = 0
+        self.last_error: str | None = None  # why the latest POST failed (a refused connection, a certificate)
         self.wake = threading.Condition()
         self.closing, self.give_up_at = False, float("inf")
         self.thread = threading.Thread(target=self._send_all, name="webhooks", daemon=True)
         self.thread.start()
+
+    @staticmethod
+    def _secret(cfg: WebhooksOutput) -> bytes | None:
+        if cfg.secret_env is None:
+            return None
+        value = os.environ.get(cfg.secret_env)
+        if not value:
+            raise Sapiens2StreamError(
+                f"outputs.webhooks.secret_env names {cfg.secret_env} but that environment variable is not set"
+            )
+        return value.encode()
+
+    @staticmethod
+    def _tls(cfg: WebhooksOutput) -> ssl.SSLContext:
+        if cfg.ca_certs is not None and not Path(cfg.ca_certs).is_file():
+            raise Sapiens2StreamError(f"outputs.webhooks.ca_certs: {cfg.ca_certs}: no such file")
+        try:
+            return ssl.create_default_context(cafile=cfg.ca_certs)
+        except ssl.SSLError as e:
+            raise Sapiens2StreamError(
+                f"outputs.webhooks.ca_certs: {cfg.ca_certs}: not a PEM certificate ({e.reason or e})"
+            ) from None
 
     def write(self, result) -> None:
         if not result.events:
@@ -75,11 +130,18 @@ class WebhookSink(Sink):
                 time.sleep(min(min(waits), 0.5))
 
     def _post(self, url: str, event: dict) -> bool:
-        request = urllib.request.Request(url, json.dumps(event).encode(), {"Content-Type": "application/json"})
+        body = json.dumps(event).encode()
+        target, headers = split_credentials(url)
+        headers["Content-Type"] = "application/json"
+        if self.secret is not None:
+            timestamp = str(int(time.time()))
+            headers[TIMESTAMP], headers[SIGNATURE] = timestamp, signature(self.secret, timestamp, body)
+        request = urllib.request.Request(target, body, headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.cfg.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=self.cfg.timeout_s, context=self.tls) as response:
                 return 200 <= response.status < 300
-        except (urllib.error.URLError, OSError, ValueError):
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            self.last_error = f"{target}: {getattr(e, 'reason', None) or e}"
             return False
 
     def close(self) -> None:
@@ -92,4 +154,5 @@ class WebhookSink(Sink):
 
     def stats(self) -> dict:
         waiting = sum(len(q) for q in self.queues.values())
-        return {"sent": self.sent, "failed": self.failed, "dropped": self.dropped, "waiting": waiting}
+        return {"sent": self.sent, "failed": self.failed, "dropped": self.dropped, "waiting": waiting,
+                **({"last_error": self.last_error} if self.last_error else {})}  # fmt: skip

@@ -43,6 +43,12 @@ class Progress(Observer):
     def status(stream) -> str:
         """Recent frames/s processed and written, the latest frames' age, drops by reason, share of time behind."""
         n = stream.numbers.snapshot()
+        connection = stream.source.connection
+        if connection is not None and not connection.up:  # a camera not delivering: why, and when it is tried next
+            c = connection.snapshot()
+            why = f" ({c['reason']})" if c["reason"] else ""
+            nxt = f", next try in {c['next_attempt_in_s']:.0f} s" if c["next_attempt_in_s"] is not None else ""
+            return f"{stream.name + ': ' if stream.name else ''}{c['state']}{why}{nxt}"
         drops = ", ".join(f"{SHORT_REASONS[r]} {k}" for r, k in n["dropped"].items()) or "none"
         name = f"{stream.name}: " if stream.name else ""
         rates = f"{n['recent_fps']['processed']:.1f} fps processed, {n['recent_fps']['written']:.1f} written"

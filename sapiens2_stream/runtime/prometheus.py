@@ -3,7 +3,8 @@ whatever restarts a stuck service.
 
 Counters and gauges are read from the run's own numbers at scrape time (the same ones summary.json reports), so
 the two always agree; latencies are histograms observed as they happen. /healthz answers 200 while every live
-source delivered a frame within its `source.timeout_s`, 503 naming the silent ones otherwise. It listens on
+source is connected and delivered a frame within its `source.timeout_s`, 503 naming the cameras not connected and
+the silent ones otherwise. It listens on
 127.0.0.1 unless `runtime.metrics.host` says otherwise.
 """
 
@@ -56,6 +57,8 @@ class RunCollector:
         people = GaugeMetricFamily("sapiens2_people", "people in the latest written frame", labels=["source"])
         fps = GaugeMetricFamily("sapiens2_processed_fps", "frames processed per second over the run", labels=["source"])
         behind = GaugeMetricFamily("sapiens2_under_load", "1 while a live source is behind", labels=["source"])
+        up = GaugeMetricFamily("sapiens2_source_up", "1 while a live source's camera delivers, 0 while it is "
+                               "connecting, reconnecting or given up", labels=["source"])  # fmt: skip
         failed = CounterMetricFamily("sapiens2_stage_errors", "stages that failed for a source (each is off for it "
                                      "since)", labels=["source", "stage"])  # fmt: skip
         for s in streams:
@@ -69,7 +72,9 @@ class RunCollector:
             people.add_metric([label], numbers["people"])
             fps.add_metric([label], numbers["processed_fps"])
             behind.add_metric([label], float(s.under_load()))
-        yield from (dropped, outputs, people, fps, behind, failed)
+            if s.source.connection is not None:
+                up.add_metric([label], float(s.source.connection.up))
+        yield from (dropped, outputs, people, fps, behind, up, failed)
         rules = [(s.label, r) for s in streams if (r := getattr(s.stage_state("events"), "rules", None)) is not None]
         yield from event_metrics((label, r.counts(), r.totals) for label, r in rules)
         if self.pipeline.mocap is not None:
@@ -213,19 +218,26 @@ class Monitor(Observer):
             self.batch.observe(batch)
 
     def health(self) -> tuple[int, dict]:
-        """200 while every live source delivered a frame within its timeout, 503 naming the silent ones."""
-        now, sources, silent = time.time(), {}, []
+        """200 while every live source is connected and delivered a frame within its timeout; 503 naming the ones
+        not connected (connecting, reconnecting, given up: with their state) and the silent ones otherwise."""
+        now, sources, silent, down = time.time(), {}, [], {}
         for s in self.pipeline.streams:
-            if not s.live or not s.reading:
+            if not s.live or (not s.reading and s.source.connection.state != "gave_up"):
+                continue
+            if not s.source.connection.up:
+                down[s.label] = s.source.connection.state
                 continue
             ago = now - (s.source.stats.last_frame_wall or s.numbers.started)
             sources[s.label] = round(ago, 2)
             if ago > s.cfg.source.timeout_s:
                 silent.append(s.label)
-        body = {"status": "silent" if silent else "ok", "seconds_since_last_frame": sources}
+        body = {"status": "not connected" if down else "silent" if silent else "ok",
+                "seconds_since_last_frame": sources}  # fmt: skip
+        if down:
+            body["not_connected"] = down
         if silent:
             body["silent"] = silent
-        return (503 if silent else 200), body
+        return (503 if silent or down else 200), body
 
     def close(self) -> None:
         self.endpoints.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import PipelineConfig
-from ..errors import Sapiens2StreamError
+from ..errors import Sapiens2StreamError, redact
 from ..io.jsonl import parse_lines
 from ..io.outputs import video_names
 from ..io.video_writer import playable_frames
@@ -121,9 +121,9 @@ def prepare_resume(cfg: PipelineConfig, live: bool) -> ResumeState | None:
     records = read_complete_lines(path)
     if not records:
         return None
-    if records[0].get("source") != cfg.source.uri:
+    if records[0].get("source") != redact(cfg.source.uri):
         raise Sapiens2StreamError(
-            f"--resume: {path} was written for {records[0].get('source')!r}, not {cfg.source.uri!r}; "
+            f"--resume: {path} was written for {records[0].get('source')!r}, not {redact(cfg.source.uri)!r}; "
             "use another --output"
         )
     out = Path(cfg.outputs.dir)

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..config import PipelineConfig
-from ..errors import Sapiens2StreamError
+from ..errors import Sapiens2StreamError, redact
 from ..io.outputs import SinkSetup
 from ..io.sink import Fenced
 from ..io.sources import Frame, Source
@@ -59,8 +59,6 @@ class Stream:
         self.stage_run: SourceStages | None = None  # its source stages, given when the run starts it
         self.halt = threading.Event()  # stops this stream's reader (the run's stop, or the source removed)
         self.fenced = False  # another worker owns the source now: nothing more is written here
-        self.disconnected = False  # a live source waiting for its camera to come back
-        self.source.listeners.append(self._connection)
         self.feed = VideoFeed()  # the annotated video, for live views that subscribe from outside
         self.waiting: deque[Frame] = deque()
         self.room = asyncio.Event()  # the reader may add a frame (block policy)
@@ -113,9 +111,6 @@ class Stream:
     def stage_state(self, name: str):
         """A source stage's state for this source (e.g. "events": its rules), None when it does not run."""
         return None if self.stage_run is None else self.stage_run.state(name)
-
-    def _connection(self, event: str, fields: dict) -> None:
-        self.disconnected = event == "source_disconnected"
 
     @property
     def live(self) -> bool:
@@ -307,16 +302,17 @@ class Stream:
                 del numbers[quiet]
         detector = {"every": self.cfg.detector.every, "frames_detected": numbers.pop("frames_detected")}
         summary = {
-            "source": self.cfg.source.uri,
+            "source": redact(self.cfg.source.uri),
             **({"name": self.name} if self.name else {}),
+            **({"connection": self.source.connection.snapshot()} if self.source.connection else {}),
             **numbers,
             "resumed_from_frame": self.resumed.next_frame if self.resumed else None,
             "detector": detector,
             **(self.stage_run.summary() if self.stage_run is not None else {}),
-            "events": self.source.stats.events[-10:],
+            "events": [redact(e) for e in self.source.stats.events[-10:]],
         }
         if self.error is not None:
-            summary["error"] = str(self.error)
+            summary["error"] = redact(str(self.error))
         return summary
 
 

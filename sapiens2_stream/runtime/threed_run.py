@@ -1,11 +1,17 @@
 """One source's people in metres (the `threed` stage and the `threed:` section): the lifter on each result, the
 floor under the people and the world frame on it, and at the end world.json and the per-track motion-capture
-files (tracks_3d/track_NNNN.trc, .c3d, .bvh: `export.motion3d`)."""
+files (tracks_3d/track_NNNN.trc, .c3d, .bvh: `export.motion3d`).
+
+The tracks' rows wait on disk (`TrackSpool`), not in memory, so that a camera running for days keeps flat memory;
+the files are written from them when the run ends, one track at a time.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import shutil
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import cv2
 import numpy as np
@@ -19,6 +25,52 @@ from ..threed.floor import FloorFinder, world_from_camera
 from .results import FrameResult
 
 REFIT_EVERY = 50  # frames between two fits of the floor
+ROW = np.dtype([("pts", "<f8"), ("xyz", "<f4", (308, 3)), ("confidence", "<f4", (308,))])  # one person, one frame
+SPOOL = ".tracks_3d.rows"  # the spool's folder in the output folder (removed once the files are written)
+
+
+class TrackSpool(Mapping):
+    """Each track's 3-D rows appended to a file of its own as they come (4.9 KB a person a frame), read back one
+    track at a time: `spool[track_id]` is (times [T], xyz [T, 308, 3], confidence [T, 308])."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.files: dict[int, BinaryIO] = {}  # open for the tracks still in the picture
+        self.track_ids: set[int] = set()  # every track spooled (also once the spool is removed: the summary's count)
+
+    def path(self, track_id: int) -> Path:
+        return self.folder / f"track_{track_id:04d}.rows"
+
+    def add(self, track_id: int, pts: float, xyz: np.ndarray, confidence: np.ndarray) -> None:
+        if track_id not in self.files:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.files[track_id] = self.path(track_id).open("ab")
+            self.track_ids.add(track_id)
+        row = np.zeros((), ROW)
+        row["pts"], row["xyz"], row["confidence"] = pts, xyz, confidence
+        self.files[track_id].write(row.tobytes())
+
+    def end(self, track_id: int) -> None:
+        """The track left: its file is closed (reopened if the id comes back)."""
+        handle = self.files.pop(track_id, None)
+        if handle is not None:
+            handle.close()
+
+    def __getitem__(self, track_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self.end(track_id)  # flushed before it is read
+        rows = np.fromfile(self.path(track_id), ROW)
+        return rows["pts"], rows["xyz"], rows["confidence"]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(self.track_ids))
+
+    def __len__(self) -> int:
+        return len(self.track_ids)
+
+    def remove(self) -> None:
+        for track_id in list(self.files):
+            self.end(track_id)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class ThreeDRun:
@@ -29,7 +81,7 @@ class ThreeDRun:
         self.floor = FloorFinder()
         self.out_dir = Path(cfg.outputs.dir)
         self.formats = list(t.formats)
-        self.rows: dict[int, list] = defaultdict(list)  # track id -> (pts, xyz [308, 3], confidence [308])
+        self.rows = TrackSpool(self.out_dir / SPOOL)
         self.frames = 0
         self.world: np.ndarray | None = self._calibrated_world()
 
@@ -45,6 +97,7 @@ class ThreeDRun:
     def __call__(self, result: FrameResult) -> None:
         for track_id in result.ended_tracks:
             self.lifter.drop(track_id)
+            self.rows.end(track_id)
         if result.pointmap is None:
             return
         people = [p for p in result.people if p.keypoints is not None]
@@ -57,7 +110,7 @@ class ThreeDRun:
                                       result.frame.pts_s, person_masks(result, people))  # fmt: skip
         for p, points, sure in zip(people, xyz, confidence, strict=True):
             p.keypoints_3d, p.keypoints_3d_confidence = points.astype(np.float32), sure.astype(np.float32)
-            self.rows[p.track_id].append((result.frame.pts_s, p.keypoints_3d, p.keypoints_3d_confidence))
+            self.rows.add(p.track_id, result.frame.pts_s, p.keypoints_3d, p.keypoints_3d_confidence)
         if self.camera is None and len(people):
             self.floor.add(xyz, confidence)
             self.frames += 1
@@ -84,10 +137,9 @@ class ThreeDRun:
         """world.json, then each track's files in the world frame (the camera's where no floor was found)."""
         if self.camera is None:
             self._refit()
-        tracks = {track_id: (np.array([r[0] for r in rows]), np.array([r[1] for r in rows]),
-                             np.array([r[2] for r in rows])) for track_id, rows in self.rows.items()}  # fmt: skip
         frame = "calibration" if self.camera is not None else "floor" if self.world is not None else "camera"
-        write_mocap(self.out_dir, tracks, self.world, frame, self.formats, self.summary())
+        write_mocap(self.out_dir, self.rows, self.world, frame, self.formats, self.summary())
+        self.rows.remove()
 
 
 def person_masks(result: FrameResult, people: list) -> np.ndarray | None:

@@ -57,13 +57,25 @@ function play(video, name) {
   return stats;
 }
 
-function badge(state) { return '<span class="badge ' + state + '">' + state + "</span>"; }
+function escaped(text) {
+  const span = document.createElement("span");
+  span.textContent = text;
+  return span.innerHTML;
+}
+
+function badge(state) { return '<span class="badge ' + escaped(state) + '">' + escaped(state) + "</span>"; }
+
+function connectionText(c) {  // a camera not delivering: why, and when it is tried next
+  if (!c || c.state === "live") return "";
+  const next = c.next_attempt_in_s === null ? "" : ", next try in " + Math.round(c.next_attempt_in_s) + " s";
+  return " (" + escaped((c.reason || "no frame yet") + next) + ")";
+}
 
 function numbers(s) {
   const age = s.last_result_age_s === null ? "-" : s.last_result_age_s.toFixed(1) + " s";
   const where = s.worker ? ", on " + s.worker + " (node " + s.node.slice(0, 8) + ")" : "";  // a fleet's camera
-  return badge(s.state) + " in " + s.fps_in.toFixed(1) + " / written " + s.fps_written.toFixed(1) +
-    " frames/s, last result " + age + ", " + s.people + " in view" + where;
+  return badge(s.state) + connectionText(s.connection) + " in " + s.fps_in.toFixed(1) + " / written " +
+    s.fps_written.toFixed(1) + " frames/s, last result " + age + ", " + s.people + " in view" + escaped(where);
 }
 
 function eventText(e) {  // "12.4 s  door: crossing in, track 3"
