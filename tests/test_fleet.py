@@ -194,6 +194,14 @@ def played_frames(path):
         return sum(1 for _ in video.decode(video=0))
 
 
+def playable_yet(path) -> bool:
+    """Whether a video being written already plays a frame (a file just opened has no header yet: not yet)."""
+    try:
+        return played_frames(path) > 0
+    except av.error.InvalidDataError:
+        return False
+
+
 def fleet_record(out):
     return json.loads((out / "fleet.json").read_text())
 
@@ -326,7 +334,7 @@ def test_a_killed_driver_s_workers_close_their_cameras_and_end(tmp_path, tiny_di
     driver = start_driver(spec, ray_cluster)
     try:
         videos = lambda: (out / "solo").glob("*/annotated.mp4")  # noqa: E731
-        wait_until(lambda: any(played_frames(v) for v in videos()), 240, "a playable video")
+        wait_until(lambda: any(playable_yet(v) for v in videos()), 240, "a playable video")
         segment = next(p for p in (out / "solo").iterdir() if p.is_dir())
     finally:
         driver.kill()
