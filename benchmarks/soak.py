@@ -163,8 +163,8 @@ def plot(rows: list[dict], path: Path, report: dict) -> None:
     fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
     axes[0].plot(minutes, [r["rss_mb"] for r in rows])
     axes[0].set_ylabel("resident memory (MB)")
-    axes[0].set_title(f"soak: 2 live cameras ({report['stages']}), console, metrics, segments; RSS slope "
-                      f"{report['rss_mb_per_hour']} MB/h over the second half")  # fmt: skip
+    axes[0].set_title(f"soak: 2 live cameras ({report['stages']}), console, metrics, segments\nresident memory "
+                      f"slope {report['rss_mb_per_hour']} MB/h over the second half")  # fmt: skip
     axes[1].plot(minutes, [r["threads"] for r in rows], label="threads")
     axes[1].plot(minutes, [r["open_files"] for r in rows], label="open files")
     axes[1].legend()
