@@ -1,4 +1,5 @@
-"""The `sapiens2-stream` command line: run | batch | export | validate | schema | demo | finetune | synth | models.
+"""The `sapiens2-stream` command line: run | batch | export | validate | list | schema | demo | finetune | synth |
+models.
 
 Exit codes: 0 done, 2 usage or configuration error, 1 runtime failure, 3 done but a stage failed for a source (it
 was left out for that source, the rest ran: `summary.json` `errors` says which), 130 interrupted (outputs
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 from .errors import Sapiens2StreamError, redact
+from .listing import KINDS
 
 EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG, EXIT_STAGE_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 P2S_SKELETONS = ("HALPE_26", "COCO_133_WRIST", "COCO_133")  # outputs.pose2sim.skeleton's choices (tested equal)
@@ -183,21 +185,26 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Every configuration error `run` would give before its first frame, by the same checks (`check_run`),
+    without loading a model, connecting a camera or a broker, or writing anything; then the stages in order."""
     from .config import load_config
-    from .user_stages import stage_object
+    from .runtime.pipeline import check_run
 
     config = load_config(args.pipeline, args.set, args.source, args.output)
-    for single in config.per_source():  # what the stages check before anything opens, as `run` does
-        if single.lifts_3d() and single.threed.calibration:
-            from .threed.calibration import camera_named
-
-            camera_named(single.threed.calibration, single.source.name or single.name)
-    for i, stage in enumerate(config.stages):
-        stage_object(stage, f"stages[{i}]")
+    stages = check_run(config)
     models = ", ".join(f"{k}={v.source}" for k, v in config.enabled_models().items())
     inputs = ", ".join(f"{c.source.name}={c.source.uri}" if c.source.name else c.source.uri
                        for c in config.per_source())  # fmt: skip
     print(f"{args.pipeline}: ok (source {redact(inputs)}; models {models}; detector {config.detector.type})")
+    print("stages: " + " -> ".join(stage.name for stage in stages))
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """One registry of components as a table: what can go in a pipeline, where it runs, which YAML section."""
+    from .listing import table
+
+    print(table(args.kind))
     return EXIT_OK
 
 
@@ -323,6 +330,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("pipeline")
     add_run_options(validate)
     validate.set_defaults(func=cmd_validate)
+
+    listing = sub.add_parser("list", help="list the components of one kind: name, scope, place, YAML section")
+    listing.add_argument("kind", choices=KINDS)
+    listing.set_defaults(func=cmd_list)
 
     schema = sub.add_parser("schema", help="print the pipeline YAML's JSON Schema (for editors and checkers)")
     schema.add_argument("--output", metavar="FILE", help="write it to FILE instead")

@@ -477,6 +477,18 @@ class VirtualCameraOutput:
 
 
 @dataclass
+class SinkConfig:
+    """One of your own outputs (`outputs.sinks`): a class with open(folder, append) -> state, write(state, result)
+    and close(state) (see the site's page "Your own stages"). It writes into the output folder like the built-in
+    files: into each segment folder with outputs.segment_s, continued by --resume (append), fenced on a fleet."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]  # the output's name (errors, `list sinks`)
+    use: str  # module:Class (importable) or path/to/file.py:Class
+    options: dict[str, Any] = field(default_factory=dict)  # given to the class: Class(**options), or Class(options)
+    # checked against its `Options` dataclass / model when it has one
+
+
+@dataclass
 class OutputsConfig:
     dir: str = "out"  # the output folder (--output); several sources: a folder each inside it
     segment_s: Annotated[float, Field(ge=1)] | None = None  # roll the files into time-stamped folders of this many
@@ -493,6 +505,8 @@ class OutputsConfig:
     mqtt: MqttOutput = field(default_factory=MqttOutput)
     webhooks: WebhooksOutput = field(default_factory=WebhooksOutput)
     pose2sim: Pose2SimOutput = field(default_factory=Pose2SimOutput)
+    sinks: list[SinkConfig] = field(default_factory=list)  # your own outputs, written into the output folder
+    # (each segment's) like the built-in files
 
 
 @dataclass

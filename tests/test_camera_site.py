@@ -258,7 +258,8 @@ def test_redact_hides_every_password_and_keeps_the_rest():
 
 def test_yaml_strings_take_environment_variables(tmp_path, monkeypatch):
     monkeypatch.setenv("CAM_PASSWORD", SECRET)
-    data = {"source": {"uri": "rtsp://admin:${CAM_PASSWORD}@10.0.0.5/stream1"}, "models": {"pose": {"source": "x"}},
+    data = {"source": {"uri": "rtsp://admin:${CAM_PASSWORD}@10.0.0.5/stream1"},
+            "models": {"pose": {"source": "facebook/sapiens2-pose-0.4b"}},
             "outputs": {"webhooks": {"urls": ["https://h/${CAM_PASSWORD}/$${kept}"]}}}  # fmt: skip
     cfg = config_from(data)
     assert cfg.source.uri == f"rtsp://admin:{SECRET}@10.0.0.5/stream1"
@@ -455,7 +456,7 @@ def test_console_tls_mistakes_are_one_line(tmp_path, tiny_dir, tls, message):
 
     if "keyfile" not in tls:
         with pytest.raises(Sapiens2StreamError, match=message):
-            config_from({"source": {"uri": "x.mp4"}, "models": {"pose": {"source": "x"}},
+            config_from({"source": {"uri": "x.mp4"}, "models": {"pose": {"source": "facebook/sapiens2-pose-0.4b"}},
                          "runtime": {"console": {"port": 1, "tls": tls}}})  # fmt: skip
         return
     cfg = config(tmp_path, tiny_dir, "x.mp4", runtime={"console": {"port": 1, "tls": tls}})

@@ -22,6 +22,7 @@ ITEMS = {  # a valid entry for the lists and mappings of sections, so that one k
     "ZoneConfig": {"polygon": [[0, 0], [1, 0], [1, 1]]},
     "LineConfig": {"points": [[0.5, 0], [0.5, 1]]},
     "StageConfig": {"name": "mine", "use": "tests.test_stages:Counter"},
+    "SinkConfig": {"name": "mine", "use": "examples/people_csv_sink.py:PeopleCSV"},
     "ModelSection": {"source": "facebook/sapiens2-pose-0.4b"},
 }
 

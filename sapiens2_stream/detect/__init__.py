@@ -1,6 +1,13 @@
-"""Person detectors behind one small interface: `detect(frames) -> one [n, 5] array (x, y, w, h, score) per frame`."""
+"""Person detectors behind one small interface: `detect(frames) -> one [n, 5] array (x, y, w, h, score) per frame`.
+
+The kinds `detector.type` names are one registry, `DETECTORS` (`sapiens2-stream list detectors`): each says what
+it does, what of its section is wrong before anything loads (`check`, also `validate`'s) and how it is made.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -8,18 +15,59 @@ from ..config import DetectorConfig
 from .base import Detector, FixedBoxes, FullFrame
 
 
-def make_detector(cfg: DetectorConfig, device: str = "cpu") -> Detector:
-    if cfg.type == "fixed":
-        return FixedBoxes(np.asarray(cfg.boxes, dtype=np.float32))
-    if cfg.type == "full_frame":
-        return FullFrame()
-    if cfg.type == "file":
-        from .boxes_file import BoxesFile
+@dataclass(frozen=True)
+class DetectorKind:
+    name: str
+    doc: str  # one line, for `list detectors`
+    make: Callable[[DetectorConfig, str], Detector]  # (section, device) -> the detector
+    check: Callable[[DetectorConfig], None] = lambda cfg: None  # configuration errors, found without loading
 
-        return BoxesFile(cfg.path)
+
+def _yolo(cfg: DetectorConfig, device: str) -> Detector:
     from .yolo import YoloDetector
 
     return YoloDetector(cfg, device)
 
 
-__all__ = ["Detector", "FixedBoxes", "FullFrame", "make_detector"]
+def _check_yolo(cfg: DetectorConfig) -> None:
+    from .yolo import check_weights
+
+    check_weights(cfg.weights)
+
+
+def _boxes_file(cfg: DetectorConfig, device: str) -> Detector:
+    from .boxes_file import BoxesFile
+
+    return BoxesFile(cfg.path)
+
+
+def _check_boxes_file(cfg: DetectorConfig) -> None:
+    from .boxes_file import read_boxes
+
+    read_boxes(cfg.path)
+
+
+DETECTORS: dict[str, DetectorKind] = {kind.name: kind for kind in (
+    DetectorKind("yolo", "Ultralytics YOLO (COCO person class) from detector.weights: a local .pt or a hub name",
+                 _yolo, _check_yolo),
+    DetectorKind("fixed", "the same boxes (detector.boxes) in every frame: a fixed framing, or tests",
+                 lambda cfg, device: FixedBoxes(np.asarray(cfg.boxes, dtype=np.float32))),
+    DetectorKind("full_frame", "one box, the whole frame: crops of a single person, dense tasks only",
+                 lambda cfg, device: FullFrame()),
+    DetectorKind("file", "the boxes of detector.path per frame: a synthetic clip's truth.json or a MOT det.txt",
+                 _boxes_file, _check_boxes_file),
+)}  # fmt: skip
+
+
+def check_detector(cfg: DetectorConfig) -> None:
+    """What `make_detector` would refuse, found without loading a model (`validate` and the pipeline's build)."""
+    DETECTORS[cfg.type].check(cfg)
+
+
+def make_detector(cfg: DetectorConfig, device: str = "cpu") -> Detector:
+    kind = DETECTORS[cfg.type]
+    kind.check(cfg)
+    return kind.make(cfg, device)
+
+
+__all__ = ["DETECTORS", "Detector", "DetectorKind", "FixedBoxes", "FullFrame", "check_detector", "make_detector"]

@@ -19,16 +19,27 @@ from .base import Detector
 PERSON = 0
 
 
+def check_weights(weights: str) -> None:
+    """Weights that cannot load, known before ultralytics is asked: a path (it names a folder) to no file, or a
+    bare hub name while YOLO_OFFLINE is set. A bare name is otherwise ultralytics' to download."""
+    local = Path(weights).expanduser()
+    if local.exists() or weights.endswith(".yaml"):
+        return
+    if Path(weights).parent != Path("."):
+        raise Sapiens2StreamError(f"detector.weights {weights!r}: no such file")
+    if os.environ.get("YOLO_OFFLINE"):
+        raise Sapiens2StreamError(
+            f"detector.weights {weights!r} is not a local file and YOLO_OFFLINE is set; "
+            "point it at a downloaded .pt file"
+        )
+
+
 class YoloDetector(Detector):
     def __init__(self, cfg: DetectorConfig, device: str = "cpu") -> None:
         os.environ.setdefault("YOLO_AUTOINSTALL", "0")
         weights = cfg.weights
         local = Path(weights).expanduser()
-        if not local.exists() and not weights.endswith(".yaml") and os.environ.get("YOLO_OFFLINE"):
-            raise Sapiens2StreamError(
-                f"detector.weights {weights!r} is not a local file and YOLO_OFFLINE is set; "
-                "point it at a downloaded .pt file"
-            )
+        check_weights(weights)
         from ultralytics import YOLO
 
         try:

@@ -1,5 +1,7 @@
-"""Which outputs a configuration asks for, assembled in one place: the files of an output folder (or of each
-segment folder), then the outputs that live for the whole run (window, re-stream, MQTT).
+"""The outputs (sinks) as one registry, `SINKS` (`sapiens2-stream list sinks`): each kind says its scope, YAML
+section and what it writes, and makes its sink from a `SinkContext` when the configuration asks for it. The
+`files` kinds and users' own (`outputs.sinks`) write into the output folder or each segment folder, continue with
+--resume and are fenced on a fleet; the `run` kinds live for the whole run (window, re-stream, MQTT).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import cv2
 from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
 from ..models import task_spec
+from ..user_stages import stage_object
 from .display import DisplaySink
 from .jsonl import EventLog, JsonlSink
 from .mqtt import MqttSink
@@ -20,6 +23,7 @@ from .restream import RestreamSink
 from .segments import Segments
 from .sink import Sink
 from .track_files import TrackSink
+from .user_sinks import UserSink
 from .video_feed import VideoFeed
 from .video_sinks import (
     GREEN_SCREEN,
@@ -59,12 +63,17 @@ def matting_background(background):
 
 
 def check_sinks(cfg: PipelineConfig) -> None:
-    """What the outputs can say is wrong before any is opened: a matting background that cannot be read, a virtual
-    camera that cannot exist here."""
+    """What the outputs can say is wrong before any is opened: an output folder that is a file (or lies under
+    one), a matting background that cannot be read, a virtual camera that cannot exist here."""
+    folder = Path(cfg.outputs.dir).expanduser().absolute()
+    blocking = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise Sapiens2StreamError(f"outputs.dir {cfg.outputs.dir}: {blocking} is a file, not a folder")
     if cfg.models.matting is not None:
         matting_background(cfg.outputs.matting.background)
     if cfg.outputs.virtual_camera.enabled:
         open_camera_module(cfg.outputs.virtual_camera.backend)
+    users_sinks(cfg)  # a class that cannot be imported or refuses its options
 
 
 @dataclass
@@ -81,67 +90,174 @@ class SinkSetup:
     fence: Callable[[Path], None] | None = None
 
 
-def file_sinks(cfg: PipelineConfig, source, out: Path, background, resume, feed: VideoFeed) -> list[Sink]:
-    """The sinks that write files into `out` (continuing them when resuming); the annotated video offered to
-    `feed`."""
-    out.mkdir(parents=True, exist_ok=True)
-    o = cfg.outputs
-    model_ids = {task: m.source for task, m in cfg.enabled_models().items()}
-    sinks: list[Sink] = []
-    if o.jsonl.enabled:
-        sinks.append(JsonlSink(out / o.jsonl.name, source.source_id, model_ids, append=resume is not None))
-    if cfg.events:
-        picture = lambda r: annotated(r, layers(o.video), o.video.keypoint_threshold, background)  # noqa: E731
-        sinks.append(EventLog(out / "events.jsonl", picture, append=resume is not None))
-    if o.video.enabled:
-        sinks.append(VideoSink(out / o.video.name, source.fps, o.video, source.audio_path, resume, background, feed))
-    if cfg.models.matting is not None and (o.matting.composite or o.matting.alpha):
-        sinks.append(MattingSink(out, source.fps, o.matting, o.video, resume, background))
-    geometry_tasks = {t for t in cfg.enabled_models() if task_spec(t).geometry}
+@dataclass
+class SinkContext:
+    """What a sink kind is made from: the source's (single-source) configuration, the source, the run's share
+    (`setup`), the matting background; for the `files` kinds also the folder they write into (the output folder or
+    a segment's) and the interrupted run they continue there (None: a new file)."""
+
+    cfg: PipelineConfig
+    source: object
+    setup: SinkSetup
+    background: object
+    folder: Path | None = None
+    resume: object = None
+
+    def shown(self, result):
+        """The annotated picture of a result (boxes, skeletons, parts), as the video draws it."""
+        o = self.cfg.outputs.video
+        return annotated(result, layers(o), o.keypoint_threshold, self.background)
+
+    def render(self, result):
+        """What a person looks at: the matting composite when matting runs, else the annotated picture."""
+        if self.cfg.models.matting is not None:
+            return matte_composite(result, self.background) if result.alpha is not None else result.frame.rgb
+        return self.shown(result)
+
+
+@dataclass(frozen=True)
+class SinkKind:
+    """A kind of output: `files` kinds write into the output folder (each segment's with outputs.segment_s),
+    continue with --resume and are fenced on a fleet; `run` kinds live for the whole run (a window, a stream, a
+    broker). `make(ctx)` gives the sink, or None when the configuration does not ask for it."""
+
+    name: str
+    scope: str  # "files" or "run"
+    section: str  # the YAML section it reads
+    doc: str  # one line, for `list sinks`
+    make: Callable[[SinkContext], Sink | None]
+
+
+def _jsonl(ctx: SinkContext) -> Sink | None:
+    o = ctx.cfg.outputs.jsonl
+    if not o.enabled:
+        return None
+    model_ids = {task: m.source for task, m in ctx.cfg.enabled_models().items()}
+    return JsonlSink(ctx.folder / o.name, ctx.source.source_id, model_ids, append=ctx.resume is not None)
+
+
+def _events(ctx: SinkContext) -> Sink | None:
+    return EventLog(ctx.folder / "events.jsonl", ctx.shown, append=ctx.resume is not None) if ctx.cfg.events else None
+
+
+def _video(ctx: SinkContext) -> Sink | None:
+    o, source = ctx.cfg.outputs.video, ctx.source
+    if not o.enabled:
+        return None
+    return VideoSink(ctx.folder / o.name, source.fps, o, source.audio_path, ctx.resume, ctx.background,
+                     ctx.setup.feed)  # fmt: skip
+
+
+def _matting(ctx: SinkContext) -> Sink | None:
+    o = ctx.cfg.outputs
+    if ctx.cfg.models.matting is None or not (o.matting.composite or o.matting.alpha):
+        return None
+    return MattingSink(ctx.folder, ctx.source.fps, o.matting, o.video, ctx.resume, ctx.background)
+
+
+def _geometry(ctx: SinkContext) -> Sink | None:
+    tasks = {t for t in ctx.cfg.enabled_models() if task_spec(t).geometry}
+    o = ctx.cfg.outputs
     g = o.geometry
-    if geometry_tasks and (g.normals_video or g.depth_video or g.maps):
-        sinks.append(GeometrySink(out, source.fps, g, o.video, resume, geometry_tasks))
-    if o.tracks.enabled:
-        tracks = TrackSink(out / "tracks", o.tracks.formats, cfg.smoothing)
-        if resume is not None:
-            tracks.seed(resume.records)
-        sinks.append(tracks)
-    return sinks
+    if not tasks or not (g.normals_video or g.depth_video or g.maps):
+        return None
+    return GeometrySink(ctx.folder, ctx.source.fps, g, o.video, ctx.resume, tasks)
+
+
+def _tracks(ctx: SinkContext) -> Sink | None:
+    o = ctx.cfg.outputs.tracks
+    if not o.enabled:
+        return None
+    tracks = TrackSink(ctx.folder / "tracks", o.formats, ctx.cfg.smoothing)
+    if ctx.resume is not None:
+        tracks.seed(ctx.resume.records)
+    return tracks
+
+
+def _live_view(ctx: SinkContext) -> Sink | None:
+    o = ctx.cfg.outputs.video
+    return None if o.enabled else LiveViewSink(ctx.source.fps, o, ctx.background, ctx.setup.feed)
+
+
+def _display(ctx: SinkContext) -> Sink | None:
+    return DisplaySink(ctx.render, ctx.setup.on_quit) if ctx.cfg.outputs.display else None
+
+
+def _virtual_camera(ctx: SinkContext) -> Sink | None:
+    vc, source = ctx.cfg.outputs.virtual_camera, ctx.source
+    if not vc.enabled:
+        return None
+    rate = lambda: camera_fps(vc.fps, source.fps or source.rate)  # noqa: E731  (a live source: once open)
+    return VirtualCameraSink(ctx.render, rate, vc.device, vc.backend)
+
+
+def _restream(ctx: SinkContext) -> Sink | None:
+    o = ctx.cfg.outputs.stream
+    if not o.url:
+        return None
+    name = ctx.cfg.source.name or ctx.cfg.name
+    return RestreamSink(o.url.replace("{source}", name), ctx.source.fps, o, ctx.shown)
+
+
+def _mqtt(ctx: SinkContext) -> Sink | None:
+    mqtt = ctx.setup.mqtt
+    return None if mqtt is None else MqttSink(mqtt, ctx.cfg.source.name or ctx.cfg.name, ctx.source)
+
+
+def _webhooks(ctx: SinkContext) -> Sink | None:  # for the whole run, not per segment: one sending thread
+    o = ctx.cfg.outputs.webhooks
+    return WebhookSink(o) if ctx.cfg.events and o.urls else None
+
+
+# The built-in outputs in the order each result reaches them: the files first (records before pictures), then what
+# lives for the whole run. `sapiens2-stream list sinks` prints this table; users' own (`outputs.sinks`) follow the
+# built-in files.
+SINKS: dict[str, SinkKind] = {kind.name: kind for kind in (
+    SinkKind("jsonl", "files", "outputs.jsonl", "one JSON record per frame: people, keypoints, scores, extras", _jsonl),
+    SinkKind("events", "files", "events", "events.jsonl: zone, line, dwell, crowd and pose events, a snapshot each",
+             _events),
+    SinkKind("video", "files", "outputs.video", "the annotated video (boxes, ids, skeletons, parts)", _video),
+    SinkKind("matting", "files", "outputs.matting", "the matting composite and alpha videos", _matting),
+    SinkKind("geometry", "files", "outputs.geometry", "normal and depth videos, and per-frame maps on request",
+             _geometry),
+    SinkKind("tracks", "files", "outputs.tracks", "per-track files (npz, parquet, TRC), smoothed over the whole track",
+             _tracks),
+    SinkKind("live_view", "run", "outputs.video", "the annotated video for live views, drawn only while watched, "
+             "when no annotated video is written", _live_view),
+    SinkKind("display", "run", "outputs.display", "a window with the newest result (q ends the run)", _display),
+    SinkKind("virtual_camera", "run", "outputs.virtual_camera", "a virtual webcam other programs read",
+             _virtual_camera),
+    SinkKind("stream", "run", "outputs.stream", "the annotated video re-streamed to a media server (RTMP, RTSP)",
+             _restream),
+    SinkKind("mqtt", "run", "outputs.mqtt", "each frame's people, events and counts as MQTT messages", _mqtt),
+    SinkKind("webhooks", "run", "outputs.webhooks", "each event POSTed (signed) to HTTP receivers", _webhooks),
+)}  # fmt: skip
+
+
+def users_sinks(cfg: PipelineConfig) -> list:
+    """The objects of `outputs.sinks` (made once; each opens a state per folder it writes into)."""
+    return [stage_object(entry, f"outputs.sinks[{i}]") for i, entry in enumerate(cfg.outputs.sinks)]
 
 
 def make_sinks(cfg: PipelineConfig, source, setup: SinkSetup) -> list[Sink]:
-    """The sinks the configuration asks for: the files under outputs.dir (rolled into segment folders with
-    outputs.segment_s), the live view's video when no annotated video is written, then the outputs that live for
-    the whole run: the display window, the virtual camera, the re-stream, the MQTT messages and the webhooks."""
-    fence, resume, mqtt, feed = setup.fence, setup.resume, setup.mqtt, setup.feed
-    o = cfg.outputs
+    """The sinks the configuration asks for: the `files` kinds and users' own in the output folder (rolled into
+    segment folders with outputs.segment_s), then the `run` kinds."""
+    fence, o = setup.fence, cfg.outputs
     background = matting_background(o.matting.background) if cfg.models.matting is not None else GREEN_SCREEN
     Path(o.dir).mkdir(parents=True, exist_ok=True)
+    own = users_sinks(cfg)
 
     def files(folder: Path, resumed=None) -> list[Sink]:
         if fence is not None:
             fence(folder)
-        return file_sinks(cfg, source, folder, background, resumed, feed)
+        folder.mkdir(parents=True, exist_ok=True)
+        ctx = SinkContext(cfg, source, setup, background, folder, resumed)
+        made = [kind.make(ctx) for kind in SINKS.values() if kind.scope == "files"]
+        append = resumed is not None
+        made += [UserSink(obj, entry.name, folder, append) for obj, entry in zip(own, o.sinks, strict=True)]
+        return [sink for sink in made if sink is not None]
 
-    sinks = [Segments(o, files)] if o.segment_s is not None else files(Path(o.dir), resume)
-    if not o.video.enabled:  # a live view's video, drawn and encoded only while someone watches
-        sinks.append(LiveViewSink(source.fps, o.video, background, feed))
-    shown = lambda r: annotated(r, layers(o.video), o.video.keypoint_threshold, background)  # noqa: E731
-    name = cfg.source.name or cfg.name
-    if cfg.models.matting is not None:  # what a person looks at: the composite, else the annotated picture
-        render = lambda r: matte_composite(r, background) if r.alpha is not None else r.frame.rgb  # noqa: E731
-    else:
-        render = shown
-    if o.display:
-        sinks.append(DisplaySink(render, setup.on_quit))
-    vc = o.virtual_camera
-    if vc.enabled:
-        rate = lambda: camera_fps(vc.fps, source.fps or source.rate)  # noqa: E731  (a live source: once open)
-        sinks.append(VirtualCameraSink(render, rate, vc.device, vc.backend))
-    if o.stream.url:
-        sinks.append(RestreamSink(o.stream.url.replace("{source}", name), source.fps, o.stream, shown))
-    if mqtt is not None:
-        sinks.append(MqttSink(mqtt, name, source))
-    if cfg.events and o.webhooks.urls:  # for the whole run, not per segment: one sending thread
-        sinks.append(WebhookSink(o.webhooks))
-    return sinks
+    sinks = [Segments(o, files)] if o.segment_s is not None else files(Path(o.dir), setup.resume)
+    ctx = SinkContext(cfg, source, setup, background)
+    run = [kind.make(ctx) for kind in SINKS.values() if kind.scope == "run"]
+    return sinks + [sink for sink in run if sink is not None]

@@ -30,7 +30,16 @@ from .pyav import av
 from .upright import UPRIGHT, Orientation, display_orientation, exif_orientation, pixel_aspect, square_pixels
 
 STREAM_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://", "udp://", "tcp://", "srt://")
-LIVE_KINDS = ("stream", "webcam", "lavfi")
+# source.kind (auto: from the URI) -> (live: frames may be dropped and it reconnects, what it reads); for `list sources`
+SOURCE_KINDS: dict[str, tuple[bool, str]] = {
+    "file": (False, "a video file (mp4, mkv, mov, ...): nothing dropped, --resume continues it"),
+    "images": (False, "a folder or glob of photos, in name order (EXIF orientation applied)"),
+    "stream": (True, "a network camera or stream: rtsp(s)://, rtmp(s)://, http(s)://, srt://, udp://, tcp://"),
+    "webcam": (True, "a local camera: webcam:0, /dev/video0, a device name on Windows"),
+    "lavfi": (True, "an FFmpeg filter graph standing in for a camera: lavfi:testsrc2=size=640x360:rate=30"),
+    "frames": (False, "frames handed over from Python (the API's stream() of arrays or a generator)"),
+}
+LIVE_KINDS = tuple(kind for kind, (live, _) in SOURCE_KINDS.items() if live)
 log = logging.getLogger("sapiens2_stream")
 JUMP_S = 2.0  # a live timestamp step outside (0, JUMP_S) seconds is a clock jump, not time passing
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")

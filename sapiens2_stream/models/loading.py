@@ -33,11 +33,8 @@ def resolve_dtype(dtype: torch.dtype | str) -> torch.dtype:
     return DTYPES[dtype]
 
 
-def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    """Read one safetensors file, refusing pickles and explaining truncated or corrupt files."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
+def check_safetensors(path: Path) -> None:
+    """Refuse a file that is not safetensors (a pickle can run code) from its first bytes, before reading it."""
     if path.suffix in PICKLE_SUFFIXES:
         raise Sapiens2StreamError(
             f"{path}: pickle checkpoints are never loaded (they can run code); use the .safetensors release"
@@ -47,6 +44,14 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     if len(head) < 9 or head[8:9] != b"{":
         kind = "a pickle/zip file" if head[:2] in (b"PK", b"\x80\x02", b"\x80\x04") else "not a safetensors file"
         raise Sapiens2StreamError(f"{path}: {kind}; only .safetensors checkpoints are loaded")
+
+
+def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    """Read one safetensors file, refusing pickles and explaining truncated or corrupt files."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    check_safetensors(path)
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:
@@ -93,22 +98,37 @@ def _download(repo_id: str, revision: str | None) -> Path:
         raise Sapiens2StreamError(f"{repo_id}: download failed ({type(e).__name__}); check the network") from None
 
 
-def read_checkpoint(source: str | os.PathLike, revision: str | None = None) -> tuple[dict, dict | None]:
-    """(state_dict, transformers config dict or None) from a hub id, a folder or a file."""
+def locate_checkpoint(
+    source: str | os.PathLike, revision: str | None = None, download: bool = True
+) -> tuple[list[Path], dict | None] | None:
+    """The safetensors files of a hub id, a folder or a file and the folder's transformers config (or None), each
+    file's first bytes checked. A hub id not on disk is downloaded, or with `download=False` left alone (None):
+    `validate` asks no network."""
     path = Path(source).expanduser()
     if not path.exists():
-        if isinstance(source, str) and HUB_ID.match(source):
-            path = _download(source, revision)
-        else:
+        if not (isinstance(source, str) and HUB_ID.match(source)):
             raise Sapiens2StreamError(
                 f"{source}: no such file or folder (and not a hub id like facebook/sapiens2-pose-0.4b)"
             )
+        if not download:
+            return None
+        path = _download(source, revision)
     if path.is_file():
-        return read_safetensors(path), None
-    config_path = path / "config.json"
-    config = json.loads(config_path.read_text()) if config_path.exists() else None
+        files, config = [path], None
+    else:
+        config_path = path / "config.json"
+        config = json.loads(config_path.read_text()) if config_path.exists() else None
+        files = _folder_weights(path, config)
+    for file in files:
+        check_safetensors(file)
+    return files, config
+
+
+def read_checkpoint(source: str | os.PathLike, revision: str | None = None) -> tuple[dict, dict | None]:
+    """(state_dict, transformers config dict or None) from a hub id, a folder or a file."""
+    files, config = locate_checkpoint(source, revision)
     sd: dict[str, torch.Tensor] = {}
-    for file in _folder_weights(path, config):
+    for file in files:
         sd.update(read_safetensors(file))
     return sd, config
 

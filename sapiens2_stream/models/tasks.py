@@ -86,6 +86,7 @@ class TaskSpec:
     geometry: bool = False  # 3-D outputs written by the geometry sink (normals / depth videos, maps)
     scale_branch: bool = False  # its head predicts a per-image scale too (a config.json's scale_* keys apply)
     sizes: tuple[str, ...] = TASK_SIZES
+    doc: str = ""  # one line, for `sapiens2-stream list tasks`
 
     @property
     def in_pipeline(self) -> bool:
@@ -222,7 +223,8 @@ def _tiny_dense(outputs: int, **scale) -> HeadConfig:
 
 
 register_task(TaskSpec(
-    name="pose", architecture="Sapiens2ForPoseEstimation", output_type=PoseOutput,
+    name="pose", doc="308 keypoints per person (body, feet, hands, face) from person crops",
+    architecture="Sapiens2ForPoseEstimation", output_type=PoseOutput,
     model_outputs=lambda out, features, model: {"heatmaps": out}, channels=NUM_KEYPOINTS, head=_pose_head,
     tiny_head=HeadConfig(kind="deconv", upsample_channels=(32, 32), upsample_kernels=(4, 4), conv_channels=(32,),
                          conv_kernels=(1,), num_outputs=NUM_KEYPOINTS),
@@ -230,7 +232,8 @@ register_task(TaskSpec(
     results=("keypoints", "keypoint_scores"),
 ))  # fmt: skip
 register_task(TaskSpec(
-    name="seg", architecture="Sapiens2ForSemanticSegmentation", output_type=SegOutput,
+    name="seg", doc="29 body-part classes per pixel",
+    architecture="Sapiens2ForSemanticSegmentation", output_type=SegOutput,
     model_outputs=lambda out, features, model: {"logits": out}, channels=NUM_SEG_CLASSES, head=_seg_head,
     tiny_head=HeadConfig(kind="deconv", upsample_channels=(16, 16, 8, 8), upsample_kernels=(4,) * 4,
                          conv_channels=(8,), conv_kernels=(1,), num_outputs=NUM_SEG_CLASSES),
@@ -238,13 +241,15 @@ register_task(TaskSpec(
     results=("seg", "seg_probabilities"), temporal=Temporal("seg", "seg", "part labels"),
 ))  # fmt: skip
 register_task(TaskSpec(
-    name="normal", architecture="Sapiens2ForNormalEstimation", output_type=NormalOutput,
+    name="normal", doc="surface normals per pixel (camera frame)",
+    architecture="Sapiens2ForNormalEstimation", output_type=NormalOutput,
     model_outputs=lambda out, features, model: {"normals": out}, channels=3, fixed_channels=True, head=_normal_head,
     tiny_head=_tiny_dense(3), flips={"normals": Flip("vectors")}, keep_aspect=True, frame_post=_normal_post,
     results=("normals",), temporal=Temporal("normal", "normal", "surface normals"), geometry=True,
 ))  # fmt: skip
 register_task(TaskSpec(
-    name="pointmap", architecture="Sapiens2ForPointmapEstimation", output_type=PointmapOutput,
+    name="pointmap", doc="a 3-D point per pixel (metres, camera frame): depth",
+    architecture="Sapiens2ForPointmapEstimation", output_type=PointmapOutput,
     model_outputs=_pointmap_outputs, channels=3, fixed_channels=True, head=_pointmap_head,
     tiny_head=_tiny_dense(3, scale_conv_channels=(32, 16, 8), scale_conv_kernels=(1, 1, 1), scale_hidden=(16, 8),
                           scale_grid=(8, 6)),
@@ -253,13 +258,15 @@ register_task(TaskSpec(
     geometry=True, scale_branch=True,
 ))  # fmt: skip
 register_task(TaskSpec(
-    name="matting", architecture="Sapiens2ForImageMatting", output_type=MattingOutput,
+    name="matting", doc="a person's alpha matte per pixel (virtual backgrounds)",
+    architecture="Sapiens2ForImageMatting", output_type=MattingOutput,
     model_outputs=_matting_outputs, channels=4, fixed_channels=True, tiny_head=_tiny_dense(4), sizes=("1b",),
     flips={"alphas": Flip("channels"), "foregrounds": Flip("channels")}, keep_aspect=False, frame_post=_matting_post,
     results=("alpha", "foreground"), temporal=Temporal("alpha", "alpha", "the matte (composite, alpha video, "
                                                                           "virtual camera)"),
 ))  # fmt: skip
 register_task(TaskSpec(
-    name="pretrain", architecture="Sapiens2Model", output_type=PretrainOutput, model_outputs=None,
+    name="pretrain", doc="the pretrained backbone alone (features; no result in a pipeline)",
+    architecture="Sapiens2Model", output_type=PretrainOutput, model_outputs=None,
     sizes=tuple(SIZES),
 ))  # fmt: skip

@@ -9,10 +9,12 @@ import numpy as np
 import torch
 
 from ..config import ModelSection
+from ..deploy.artifact import check_artifact
 from ..deploy.exported import ExportedModel
 from ..errors import Sapiens2StreamError
 from ..io.sources import Frame
 from ..models import load_model, pipeline_tasks, task_spec
+from ..models.loading import locate_checkpoint
 from ..models.sapiens2 import Sapiens2
 from ..processing import crop_persons, merge_flip, prepare_frames, with_flipped
 from .device import compile_model, pad_to_bucket, transfers_for
@@ -30,6 +32,16 @@ def chunks(n: int, size: int) -> list[slice]:
 
 
 Outputs = list[dict[str, torch.Tensor]]  # what one task leaves on the device for one batch
+
+
+def check_model_sources(models: dict[str, ModelSection]) -> None:
+    """What loading the models would refuse, found without reading a tensor or asking the hub: a source that is no
+    file, folder or hub id, a folder without safetensors, a pickle, an export without its passing report."""
+    for task, section in models.items():
+        if section.runtime != "torch":
+            check_artifact(section.source, task, section.runtime, section.input_size)
+        else:
+            locate_checkpoint(section.source, download=False)
 
 
 class InferenceEngine:

@@ -52,14 +52,20 @@ def triangulation_group(cfg: PipelineConfig) -> list[str]:
     return group if len(group) >= 2 else []
 
 
+def checked_group(cfg: PipelineConfig) -> list[str]:
+    """`triangulation_group`, its `threed.offsets_s` checked against it: what building a pipeline refuses."""
+    group = triangulation_group(cfg)
+    unknown = sorted(set(cfg.threed.offsets_s) - set(group)) if group else []
+    if unknown:
+        raise Sapiens2StreamError(f"threed.offsets_s: {', '.join(unknown)} not a camera of the group "
+                                  f"({', '.join(group)})")  # fmt: skip
+    return group
+
+
 def file_offsets(cfg: PipelineConfig, group: list[str]) -> tuple[dict[str, float], str]:
     """The group's file cameras' time offsets (camera time t is the group's t + offset) and how they were found:
     `threed.offsets_s` over what the soundtracks say (`threed.sync`); live cameras go by capture time."""
     t = cfg.threed
-    unknown = sorted(set(t.offsets_s) - set(group))
-    if unknown:
-        raise Sapiens2StreamError(f"threed.offsets_s: {', '.join(unknown)} not a camera of the group "
-                                  f"({', '.join(group)})")  # fmt: skip
     files = {s.name: Path(s.uri) for s in cfg.sources or [] if s.name in group and source_kind(s) == "file"}
     found: dict[str, float] = {}
     if t.sync != "none" and len(files) >= 2:

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 import torch
 
 from ..config import PipelineConfig, SourceConfig
-from ..detect import Detector, make_detector
+from ..detect import Detector, check_detector, make_detector
 from ..errors import Sapiens2StreamError
-from ..io.mqtt import MqttClient
+from ..io.mqtt import MqttClient, tls_context
+from ..io.sources import Source
 from .device import resolve_device, resolve_dtype
-from .engine import InferenceEngine
-from .live_mocap import LiveMocap, triangulation_group
+from .engine import InferenceEngine, check_model_sources
+from .live_mocap import LiveMocap, checked_group
 from .memory import MemoryTrim
 from .numbers import DROP_REASONS, StageTimes
 from .observer import Observer
@@ -47,7 +48,7 @@ from .planner import Planner
 from .prometheus import Monitor
 from .results import FrameResult
 from .stages import END, REGISTRY, Handoff, api_stage, builtin_stages, in_order, yaml_stage
-from .stream import Stream, source_error
+from .stream import Stream, check_stages, source_error
 from .threads import census
 
 
@@ -70,6 +71,8 @@ class LoadedModels:
 
 
 def load_models(cfg: PipelineConfig) -> LoadedModels:
+    check_model_sources(cfg.enabled_models())
+    check_detector(cfg.detector)
     rt = cfg.runtime
     device = resolve_device(rt.device)
     dtype, reason = resolve_dtype(rt.dtype, device)
@@ -91,6 +94,35 @@ def users_stages(cfg: PipelineConfig, given: list) -> list:
                                       f"{', '.join(REGISTRY)}); give the stage another name")  # fmt: skip
         taken.add(stage.name)
     return stages
+
+
+def arranged_stages(cfg: PipelineConfig, given: list = (), run: Pipeline | None = None) -> list:
+    """Every stage of a run of `cfg` in order: the built-in ones (for `run`), users' from the YAML and `given`;
+    a source stage placed among the batch stages is a configuration error."""
+    stages = in_order([*builtin_stages(run), *users_stages(cfg, given)])
+    last_batch = max(i for i, stage in enumerate(stages) if stage.scope == "batch")
+    early = [stage for stage in stages[:last_batch] if stage.scope == "source"]
+    if early:
+        raise Sapiens2StreamError(f"stages: {early[0].name!r} must run after infer (a stage sees one source's "
+                                  "results; after: infer, or any stage after it)")  # fmt: skip
+    return stages
+
+
+def check_run(cfg: PipelineConfig, given: list = ()) -> list:
+    """`validate`: every check that building and opening a Pipeline for `run` makes before its first frame, by
+    the same code, without loading a model, connecting a camera or a broker, or writing anything. Returns the
+    stages that run for some source, in order."""
+    stages = arranged_stages(cfg, given)
+    singles = cfg.per_source()
+    for single in singles:
+        Source(single.source)  # a file that is no video, a folder without images
+        check_stages(single, stages)
+    check_model_sources(cfg.enabled_models())
+    check_detector(cfg.detector)
+    if cfg.outputs.mqtt.host and cfg.outputs.mqtt.tls is not None:
+        tls_context(cfg.outputs.mqtt.tls)
+    checked_group(cfg)
+    return [s for s in stages if s.scope == "batch" or any(s.enabled(single) for single in singles)]
 
 
 class ResultCallback(Observer):
@@ -134,18 +166,14 @@ class Pipeline:
         self.times = StageTimes()  # the batch stages: detect, track, infer
         self.monitor: Monitor | None = None  # the metrics server (runtime.metrics), from `open`
         self.mocap: LiveMocap | None = None  # several calibrated cameras: live motion capture, from `open`
-        stages = in_order([*builtin_stages(self), *users_stages(cfg, stages)])
+        stages = arranged_stages(cfg, stages, self)
         self.batch_stages = [s for s in stages if s.scope == "batch"]
         self.source_stages = [s for s in stages if s.scope == "source"]
-        last_batch = max(i for i, stage in enumerate(stages) if stage.scope == "batch")
-        early = [stage for stage in stages[:last_batch] if stage.scope == "source"]
-        if early:
-            raise Sapiens2StreamError(f"stages: {early[0].name!r} must run after infer (a stage sees one source's "
-                                      "results; after: infer, or any stage after it)")  # fmt: skip
         self.streams = [self._stream(c, c.source.name if self.several else "", resume=resume)
                         for c in cfg.per_source()]  # fmt: skip
         for stream in self.streams:
             stream.check(self.source_stages)
+        self.group = checked_group(cfg)  # several calibrated cameras: live motion capture in OUTPUT/3d/
         rt = cfg.runtime
         if rt.threads:
             torch.set_num_threads(rt.threads)
@@ -171,10 +199,9 @@ class Pipeline:
         self.batch_states = {stage.name: stage.open(self) for stage in self.batch_stages}
         if rt.metrics.port is not None:
             self.monitor = self.observe(Monitor(self, rt.metrics))
-        group = triangulation_group(cfg)  # several calibrated cameras: live motion capture in OUTPUT/3d/
-        if group:
+        if self.group:
             rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
-            self.mocap = self.observe(LiveMocap(cfg, group, rates, self.mqtt))
+            self.mocap = self.observe(LiveMocap(cfg, self.group, rates, self.mqtt))
 
     def observe(self, observer: Observer) -> Observer:
         """Attach an observer (before `run`)."""

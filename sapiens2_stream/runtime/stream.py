@@ -37,6 +37,14 @@ from .tracking import SourceTracking
 LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames were dropped for want of time
 
 
+def check_stages(cfg: PipelineConfig, stages: list) -> None:
+    """Configuration errors of one source (its single-source `cfg`) that its stages can find without opening
+    anything."""
+    for stage in stages:
+        if stage.scope == "source" and stage.enabled(cfg):
+            stage.check(cfg)
+
+
 class Stream:
     """A source with everything that is its own; see the module docstring for what is dropped and when."""
 
@@ -80,10 +88,7 @@ class Stream:
         self.threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"stream-{name or 'source'}")
 
     def check(self, stages: list) -> None:
-        """Configuration errors of this source that its stages can find without opening anything."""
-        for stage in stages:
-            if stage.enabled(self.cfg):
-                stage.check(self.cfg)
+        check_stages(self.cfg, stages)
 
     def open(self, stages: list, mqtt=None) -> None:
         """Connect (a live source: once, so an unreachable camera is a configuration error), read back the

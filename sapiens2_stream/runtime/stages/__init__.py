@@ -1,23 +1,35 @@
-"""The pipeline's stages, one file each, in the order a frame meets them (`base.in_order` of the registry):
+"""The pipeline's stages, one file each, in the order a frame meets them (`base.ORDER`, the one list):
 
     take -> detect -> track -> infer -> temporal -> smooth -> threed -> events -> write
 
 plus users' own stages (`stages:` in the YAML, `stages=` in the Python API) wherever they say. See `base` for what
-a stage is, `runner` for how one source's stages run, `user` for users' stages.
+a stage is, `runner` for how one source's stages run, `user` for users' stages. Every module of this package is
+imported here, so a built-in stage registers whatever its file is called.
 """
 
 from __future__ import annotations
 
-from . import detect, events, infer, smooth, take, temporal, threed, track, write  # noqa: F401  (they register)
-from .base import REGISTRY, Stage, in_order, register_stage
+import importlib
+import pkgutil
+
+from ...errors import Sapiens2StreamError
+from . import base
+from .base import ORDER, REGISTRY, Stage, in_order, register_stage
 from .handoff import END, Handoff, Item
 from .runner import SourceStages
 from .user import SourceInfo, UserStage, api_stage, yaml_stage
 
-__all__ = ["END", "REGISTRY", "Handoff", "Item", "SourceInfo", "SourceStages", "Stage", "UserStage", "api_stage",
-           "builtin_stages", "in_order", "register_stage", "yaml_stage"]  # fmt: skip
+for _module in pkgutil.iter_modules(__path__):  # the built-in stages register as they are imported
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["END", "ORDER", "REGISTRY", "Handoff", "Item", "SourceInfo", "SourceStages", "Stage", "UserStage",
+           "api_stage", "builtin_stages", "in_order", "register_stage", "yaml_stage"]  # fmt: skip
 
 
 def builtin_stages(run) -> list[Stage]:
-    """One of each registered stage, for the run `run`."""
+    """One of each built-in stage, for the run `run` (a name in `ORDER` that no file registered is a programming
+    error)."""
+    missing = [name for name in base.ORDER if name not in REGISTRY]
+    if missing:
+        raise Sapiens2StreamError(f"stages.base.ORDER names {', '.join(missing)}, which no stage file registers")
     return [cls(run) for cls in REGISTRY.values()]

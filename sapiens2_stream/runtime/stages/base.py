@@ -1,7 +1,9 @@
 """What a stage is, and the one registry that puts the stages in order.
 
-A stage is a class registered with its place, `@register_stage("events", after="threed")`, and has the same four
-parts whatever it does:
+A built-in stage is a class in a file of its own in this package, registered by name (`@register_stage("events")`),
+with its place given by one list, `ORDER` below: a new built-in stage is its file plus its name in that list
+(every module of the package is imported, so the file's name does not matter). Users' stages say where they go
+with `after:`. Every stage has the same four parts whatever it does:
 
 - `open(source) -> state`: what it keeps for one source (a tracker, a filter, open files), made when the source
   starts; `enabled(cfg)` says whether it runs for that source at all, `check(cfg)` finds configuration errors
@@ -32,11 +34,13 @@ class Stage:
     """The base of the built-in stages (users' stages need not inherit it: the four parts are enough)."""
 
     name: ClassVar[str] = ""
-    after: ClassVar[str | None] = None  # the stage this one follows directly (None: the first)
+    after: ClassVar[str | None] = None  # the stage this one follows directly (None: the first): from ORDER
     scope: ClassVar[Scope] = "source"
     apart: ClassVar[bool] = False  # batch stages: starts a lane of its own (infer overlaps the next detection)
     replay: ClassVar[bool] = False  # results redrawn by --resume pass through it
     builtin: ClassVar[bool] = True
+    section: ClassVar[str | None] = None  # the YAML section the stage reads, for `list stages`
+    doc: ClassVar[str] = ""  # what it does in one line, for `list stages`
 
     def __init__(self, run=None) -> None:
         """`run`: the pipeline (batch stages read its planner and models)."""
@@ -63,42 +67,51 @@ class Stage:
         return {}
 
 
+# The built-in stages in the order a frame meets them: the batch stages (micro-batches of every source), then the
+# source stages (one source's results in frame order). The one place that says where a built-in stage runs.
+ORDER: tuple[str, ...] = ("take", "detect", "track", "infer", "temporal", "smooth", "threed", "events", "write")
+
 REGISTRY: dict[str, type[Stage]] = {}
 
 
-def register_stage(name: str, after: str | None = None):
-    """Class decorator: a built-in stage named `name`, directly after the stage `after`."""
+def register_stage(name: str):
+    """Class decorator: the built-in stage `name`; its place is its position in `ORDER`."""
 
     def register(cls: type[Stage]) -> type[Stage]:
         if name in REGISTRY:
             raise ValueError(f"a stage named {name!r} is registered already")
-        cls.name, cls.after = name, after
+        cls.name = name
         REGISTRY[name] = cls
         return cls
 
     return register
 
 
+def place(name: str) -> int:
+    """A built-in stage's position in `ORDER` (a registered stage missing from it is a programming error)."""
+    if name not in ORDER:
+        raise Sapiens2StreamError(f"the built-in stage {name!r} has no place in stages.base.ORDER; add its name there")
+    return ORDER.index(name)
+
+
 def in_order(stages: list) -> list:
-    """Stages ordered by `after`, the built-in ones (any order) first placed, then users' in the order given: each
-    directly after its anchor and after users' stages already placed there (so users' stages keep their order),
-    before the built-in stage that follows the anchor."""
-    order: list = []
-    for group in ([s for s in stages if s.builtin], [s for s in stages if not s.builtin]):
-        pending = list(group)
-        while pending:
-            names = [s.name for s in order]
-            ready = next((s for s in pending if s.after is None or s.after in names), None)
-            if ready is None:
-                stage = pending[0]
-                raise Sapiens2StreamError(f"stages: {stage.name!r} is to run after {stage.after!r}, which is no "
-                                          f"stage (stages: {', '.join(names)})")  # fmt: skip
-            pending.remove(ready)
-            if ready.after is None:
-                order.append(ready)
-                continue
-            i = names.index(ready.after) + 1
-            while i < len(order) and order[i].after == ready.after and not order[i].builtin:
-                i += 1
-            order.insert(i, ready)
+    """The built-in stages in `ORDER` (each told the stage before it, `after`), then users' stages in the order
+    given: each directly after its anchor and after users' stages already placed there (so users' stages keep
+    their order), before the built-in stage that follows the anchor."""
+    order = sorted((s for s in stages if s.builtin), key=lambda s: place(s.name))
+    for before, stage in zip([None, *order], order, strict=False):
+        stage.after = before.name if before is not None else None
+    pending = [s for s in stages if not s.builtin]
+    while pending:
+        names = [s.name for s in order]
+        ready = next((s for s in pending if s.after in names), None)
+        if ready is None:
+            stage = pending[0]
+            raise Sapiens2StreamError(f"stages: {stage.name!r} is to run after {stage.after!r}, which is no "
+                                      f"stage (stages: {', '.join(names)})")  # fmt: skip
+        pending.remove(ready)
+        i = names.index(ready.after) + 1
+        while i < len(order) and order[i].after == ready.after and not order[i].builtin:
+            i += 1
+        order.insert(i, ready)
     return order

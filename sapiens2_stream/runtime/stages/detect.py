@@ -9,10 +9,12 @@ from .base import Stage, register_stage
 from .handoff import Item
 
 
-@register_stage("detect", after="take")
+@register_stage("detect")
 class Detect(Stage):
     """People boxes of the detector frames, on the detector's own thread (one detector shared by every source);
     which frames are detector frames is each source's tracking's say (`detector.every`)."""
+
+    section, doc = "detector", "people boxes, on the detector's own thread (one detector for every source)"
 
     scope = "batch"
 

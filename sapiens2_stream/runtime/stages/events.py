@@ -26,9 +26,11 @@ class SourceEvents:
     rules: EventRules | None = None
 
 
-@register_stage("events", after="threed")
+@register_stage("events")
 class Events(Stage):
     """The source's event rules: what they find goes with the result to the sinks (events.jsonl, MQTT, webhooks)."""
+
+    section, doc = "events", "zones, lines, dwell, crowding, falls and lying: events with the result"
 
     Options = EventsConfig
 

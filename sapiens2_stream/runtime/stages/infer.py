@@ -9,12 +9,14 @@ from .base import Stage, register_stage
 from .handoff import Item
 
 
-@register_stage("infer", after="track")
+@register_stage("infer")
 class Infer(Stage):
     """Every task of the table on the batch, on the one device thread; each result goes to its source's writer.
     A stop that came before the frames reached the models releases them; a second Ctrl-C abandons the batch on
     the models (the device thread finishes it unheard). Its state is the run's planner, which it tells how long
     the models are busy (the take stage times live frames by it)."""
+
+    section, doc = "models", "every task's batched forward with flip TTA on the one device thread, decoded"
 
     scope, apart = "batch", True
 

@@ -9,10 +9,12 @@ from ..results import FrameResult
 from .base import Stage, register_stage
 
 
-@register_stage("smooth", after="temporal")
+@register_stage("smooth")
 class Smooth(Stage):
     """The source's keypoint smoother, per track (an ended track's filter is dropped). A resumed run's smoothers
     are restored from the interrupted run's records; results it redraws keep their recorded smoothed keypoints."""
+
+    section, doc = "smoothing", "each track's keypoints smoothed (adaptive IMM Kalman by default)"
 
     Options = SmoothingConfig
 

@@ -16,6 +16,8 @@ class Take(Stage):
     ended. Live frames are taken just before the models free up, so they do not age while the previous batch
     runs; under `block` nothing is dropped, so frames age anyway. Its state is the run's planner."""
 
+    section, doc = "runtime", "the frames of the next micro-batch, fairly across sources, just in time for the models"
+
     scope = "batch"
 
     def open(self, run):

@@ -8,10 +8,12 @@ from ..temporal_filter import TemporalFilter, filtered_outputs
 from .base import Stage, register_stage
 
 
-@register_stage("temporal", after="infer")
+@register_stage("temporal")
 class Temporal(Stage):
     """The source's temporal filter. Results redrawn by --resume pass through it too: their dense outputs were
     computed again and are steadied like the others."""
+
+    section, doc = "temporal", "steady mattes, part labels, normals and depth over time"
 
     Options = TemporalConfig
     replay = True

@@ -9,10 +9,12 @@ from ..threed_run import ThreeDRun
 from .base import Stage, register_stage
 
 
-@register_stage("threed", after="smooth")
+@register_stage("threed")
 class ThreeD(Stage):
     """The source's lifter on pose and pointmap, between the smoother (it lifts the smoothed keypoints) and the
     sinks (they write `keypoints_3d`); world.json and the per-track files are written when the source closes."""
+
+    section, doc = "threed", "people in metres from one camera: pose and pointmap lifted, floor, TRC/C3D/BVH"
 
     Options = ThreeDConfig
 

@@ -6,10 +6,12 @@ from .base import Stage, register_stage
 from .handoff import Item
 
 
-@register_stage("track", after="detect")
+@register_stage("track")
 class TrackStage(Stage):
     """Each source's tracker (`Stream.tracking`: the detector's schedule, the tracker and the records a resumed
     run draws again): track ids for the people of each frame, and the tracks that ended."""
+
+    section, doc = "tracker", "each source's tracker: ids across frames, boxes carried between detections"
 
     scope = "batch"
 

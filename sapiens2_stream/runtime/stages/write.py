@@ -17,11 +17,13 @@ class SourceOutputs:
     sinks: list[Sink]
 
 
-@register_stage("write", after="events")
+@register_stage("write")
 class Write(Stage):
     """The source's sinks, opened when the source starts (so building a pipeline truncates nothing), then the run's
     observers. A result redrawn by --resume goes only to the sinks that draw (its records were written by the
     interrupted run)."""
+
+    section, doc = "outputs", "the source's outputs (files, window, re-stream, MQTT, webhooks), then the observers"
 
     Options = OutputsConfig
     replay = True

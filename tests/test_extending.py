@@ -1,0 +1,158 @@
+"""The kata of issue 46: extending the tool is one new file plus at most one line in the order list.
+
+- a built-in stage registered after `smooth` (a joint-angles-like one) lands before `threed`, whatever order its
+  file registers in, and its fields reach the JSONL;
+- a one-file CSV output (`examples/people_csv_sink.py`) gets the segments, --resume's appending and a fleet
+  worker's fence as the built-in files do;
+- every component kind can be listed (`sapiens2-stream list ...`).
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sapiens2_stream.cli import main
+from sapiens2_stream.config import PipelineConfig, from_dict
+from sapiens2_stream.io.sink import Fenced
+from sapiens2_stream.io.synthetic import make_clip
+from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.runtime.stages import REGISTRY, base, register_stage
+from tests.conftest import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+CSV_SINK = {"name": "people_csv", "use": f"{ROOT / 'examples' / 'people_csv_sink.py'}:PeopleCSV"}
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    path = tmp_path_factory.mktemp("clip") / "walk.mp4"
+    make_clip(path, frames=20, size=(120, 160), fps=10, people=1)
+    return path
+
+
+def config(tiny_dir, clip: Path, out: Path, **sections) -> PipelineConfig:
+    data = {"source": {"uri": str(clip)}, "detector": {"type": "fixed", "boxes": [[40, 10, 60, 100]]},
+            "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [64, 48]}},
+            "runtime": {"max_frames_per_batch": 2}, "outputs": {"dir": str(out), "video": {"enabled": False}}}
+    for key, value in sections.items():
+        data[key] = {**data.get(key, {}), **value}
+    return from_dict(PipelineConfig, data)
+
+
+class Lean(base.Stage):
+    """Joint-angles-like: a number per person from its smoothed keypoints (the trunk's lean, degrees)."""
+
+    def __call__(self, state, result) -> None:
+        for person in result.people:
+            shoulders, hips = person.smoothed[5:7].mean(0), person.smoothed[9:11].mean(0)
+            dx, dy = shoulders - hips
+            person.extra["lean"] = round(float(np.degrees(np.arctan2(dx, -dy))), 3)
+
+
+@pytest.fixture
+def lean_stage(monkeypatch):
+    """`Lean` as a built-in stage: its name in the order list after smooth, registered last (as a file whose name
+    sorts after every other would be)."""
+    i = base.ORDER.index("smooth")
+    monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "joint_angles", *base.ORDER[i + 1 :]))
+    saved = dict(REGISTRY)
+    register_stage("joint_angles")(Lean)
+    yield Lean
+    REGISTRY.clear()
+    REGISTRY.update(saved)
+
+
+def test_a_built_in_stage_after_smooth_lands_before_threed_and_reaches_the_jsonl(tmp_path, tiny_dir, clip,
+                                                                                 lean_stage):  # fmt: skip
+    assert list(REGISTRY)[-1] == "joint_angles"  # registered after write
+    pipeline = Pipeline(config(tiny_dir, clip, tmp_path / "out"))
+    names = [s.name for s in pipeline.source_stages]
+    assert names == ["temporal", "smooth", "joint_angles", "threed", "events", "write"]
+    pipeline.run()
+    records = read_jsonl(tmp_path / "out" / "results.jsonl")
+    assert len(records) == 20 and all("lean" in p["extra"] for r in records for p in r["people"])
+
+
+def test_validate_prints_the_stage_in_its_place(tmp_path, tiny_dir, clip, lean_stage, capsys):
+    import yaml
+
+    spec = tmp_path / "p.yaml"
+    spec.write_text(yaml.safe_dump({"source": {"uri": str(clip)}, "detector": {"type": "full_frame"},
+                                    "models": {"pose": {"source": str(tiny_dir["pose"])}}}))  # fmt: skip
+    assert main(["validate", str(spec)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == ("stages: take -> detect -> track -> infer -> smooth -> "
+                                                        "joint_angles -> write")  # fmt: skip
+
+
+def rows(path: Path) -> list[list[str]]:
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_a_one_file_csv_sink_rolls_with_the_segments(tmp_path, tiny_dir, clip):
+    out = tmp_path / "out"
+    Pipeline(config(tiny_dir, clip, out, outputs={"segment_s": 1, "sinks": [CSV_SINK]})).run()
+    folders = sorted(p for p in out.iterdir() if p.is_dir())
+    assert len(folders) == 2  # 20 frames at 10 fps, a segment a second
+    for folder in folders:  # each segment's CSV holds what its JSONL holds
+        frames = [r[0] for r in rows(folder / "people.csv")[1:]]
+        assert rows(folder / "people.csv")[0] == ["frame", "time_s", "people"]
+        assert frames == [str(r["frame"]) for r in read_jsonl(folder / "results.jsonl")] and len(frames) == 10
+
+
+def test_a_one_file_csv_sink_is_continued_by_resume(tmp_path, tiny_dir, clip):
+    import threading
+
+    out = tmp_path / "out"
+    cfg = config(tiny_dir, clip, out, outputs={"sinks": [CSV_SINK]}, runtime={"queue_size": 2})
+    pipeline = Pipeline(cfg)
+    thread = threading.Thread(target=pipeline.run)
+    thread.start()
+    deadline = time.time() + 60
+    while time.time() < deadline and pipeline.streams[0].numbers.written < 4:
+        time.sleep(0.01)
+    pipeline.request_stop()
+    thread.join(60)
+    first = len(rows(out / "people.csv")) - 1
+    assert 4 <= first < 20
+    Pipeline(cfg, resume=True).run()
+    table = rows(out / "people.csv")
+    assert table[0] == ["frame", "time_s", "people"] and [int(r[0]) for r in table[1:]] == list(range(20))
+
+
+def test_a_one_file_csv_sink_stops_at_the_fence(tmp_path, tiny_dir, clip):
+    """A fleet worker's fence is asked before every folder the files go into: once the camera moved away (here:
+    from the second segment on), the CSV is written no more, as the JSONL is not."""
+    out = tmp_path / "out"
+    pipeline = Pipeline(config(tiny_dir, clip, out, outputs={"segment_s": 1, "sinks": [CSV_SINK]}))
+    asked: list[Path] = []
+
+    def fence(folder: Path) -> None:
+        asked.append(folder)
+        if len(asked) > 1:
+            raise Fenced(f"{folder}: the camera moved to another worker")
+
+    pipeline.streams[0].folder_checks.append(fence)
+    pipeline.run()
+    written = sorted(p.parent for p in out.rglob("people.csv"))
+    assert written == asked[:1] and len(asked) == 2 and not asked[1].exists()
+    assert len(rows(written[0] / "people.csv")) == 11
+
+
+@pytest.mark.parametrize("kind,names", [
+    ("stages", ["take", "detect", "track", "infer", "temporal", "smooth", "threed", "events", "write"]),
+    ("sinks", ["jsonl", "events", "video", "matting", "geometry", "tracks", "live_view", "display", "virtual_camera",
+               "stream", "mqtt", "webhooks"]),
+    ("detectors", ["yolo", "fixed", "full_frame", "file"]),
+    ("sources", ["file", "images", "stream", "webcam", "lavfi", "frames"]),
+    ("tasks", ["pose", "seg", "normal", "pointmap", "matting"]),
+])  # fmt: skip
+def test_every_registry_can_be_listed(capsys, kind, names):
+    assert main(["list", kind]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.strip().splitlines()[1:]]
+    assert [n for n in listed if n in names] == [n for n in names if n in listed] and set(names) <= set(listed)
