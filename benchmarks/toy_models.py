@@ -91,9 +91,9 @@ def train(task: str, work: Path) -> dict:
 def ship(task: str, run: Path, commands: list, training_s: float) -> dict:
     """Copy `run`'s best/ into the package with its PROVENANCE.json."""
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    from sapiens2_stream.train.evaluate import PRIMARY
+    from sapiens2_stream.train.evaluate import primary
 
-    key, sign = PRIMARY[task]
+    key, sign = primary(task)
     best = max(lines, key=lambda line: sign * line[key])
     target = TOY / task
     shutil.rmtree(target, ignore_errors=True)

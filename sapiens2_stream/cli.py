@@ -81,10 +81,8 @@ def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
         os._exit(EXIT_INTERRUPTED)
     if failure is not None:
         raise RuntimeFailure(str(failure)) from failure
-    p2s = config.outputs.pose2sim
-    if p2s.enabled and not summary["interrupted"]:
-        folders = [Path(c.outputs.dir) for c in config.per_source()]
-        export_project(folders, Path(config.outputs.dir) / "pose2sim", p2s.skeleton, p2s.calibration, p2s.sync, p2s.fps)
+    if "pose2sim" in summary and "error" not in summary["pose2sim"]:  # the pose2sim stage made the take's project
+        say_project(summary["pose2sim"], summary["pose2sim"]["folder"])
     return summary
 
 
@@ -93,13 +91,18 @@ def export_project(folders, output, skeleton, calibration, sync, fps) -> dict:
     from .export.pose2sim import export_pose2sim
 
     report = export_pose2sim(folders, output, skeleton, calibration, sync, fps)
+    say_project(report, output)
+    return report
+
+
+def say_project(report: dict, output) -> None:
+    """How a Pose2Sim project came out: its frames, skeleton, and each camera's offset."""
     people = "multi" if report["multi_person"] else "single"
     print(f"Pose2Sim project in {output}/: {report['frames']} frames at {report['frame_rate']:.3g} fps, "
           f"{report['skeleton']}, {people}-person", file=sys.stderr)  # fmt: skip
     for name, cam in report["cameras"].items():
         print(f"  {name}: offset {cam['offset_s']:+.3f} s ({cam['offset_frames']:+d} frames), {cam['method']}, "
               f"confidence {cam['confidence']:.2f}, {cam['people']} people slot(s)", file=sys.stderr)  # fmt: skip
-    return report
 
 
 def run_on_fleet(config, address: str, progress: bool) -> dict:
@@ -136,7 +139,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def exit_code(summary: dict) -> int:
     """3 when a stage failed for some source (the rest of the run was done; also when the run was then stopped, as
-    a live run always is, so that a supervisor notices), 130 when interrupted, else 0."""
+    a live run always is, so that a supervisor notices), 1 when the Pose2Sim project could not be made (the
+    sources' outputs are complete), 130 when interrupted, else 0."""
+    if "error" in summary.get("pose2sim", {}):
+        return EXIT_RUNTIME
     if summary.get("errors"):
         return EXIT_STAGE_FAILED
     return EXIT_INTERRUPTED if summary["interrupted"] else EXIT_OK

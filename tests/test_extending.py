@@ -36,12 +36,16 @@ def clip(tmp_path_factory):
 
 
 def config(tiny_dir, clip: Path, out: Path, **sections) -> PipelineConfig:
+    return from_dict(PipelineConfig, pipeline_data(tiny_dir, clip, out, **sections))
+
+
+def pipeline_data(tiny_dir, clip: Path, out: Path, **sections) -> dict:
     data = {"source": {"uri": str(clip)}, "detector": {"type": "fixed", "boxes": [[40, 10, 60, 100]]},
             "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [64, 48]}},
             "runtime": {"max_frames_per_batch": 2}, "outputs": {"dir": str(out), "video": {"enabled": False}}}
     for key, value in sections.items():
         data[key] = {**data.get(key, {}), **value}
-    return from_dict(PipelineConfig, data)
+    return data
 
 
 class Lean(base.Stage):
@@ -156,3 +160,46 @@ def test_every_registry_can_be_listed(capsys, kind, names):
     assert main(["list", kind]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.strip().splitlines()[1:]]
     assert [n for n in listed if n in names] == [n for n in names if n in listed] and set(names) <= set(listed)
+
+
+def test_a_stage_between_triangulate_and_write_3d_adds_to_every_moment_written(tmp_path, monkeypatch):
+    """The cross-source stages have places in the same order: a stage after triangulate sees each moment (the
+    people in metres) before write_3d writes it, so what it adds is in OUTPUT/3d/keypoints_3d.jsonl."""
+    from tests import scenes3d as S
+    from tests.test_triangulate import FPS, crossing, mocap
+
+    class Heights(base.GroupStage):
+        def __call__(self, state, moment) -> None:
+            for person, record in zip(moment.people, moment.record["people"], strict=True):
+                record["extra"] = {"top_m": round(float(np.nanmax(person.xyz[:, 2])), 3)}
+
+    i = base.ORDER.index("triangulate")
+    monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "heights", *base.ORDER[i + 1 :]))
+    saved = dict(REGISTRY)
+    register_stage("heights")(Heights)
+    try:
+        rig, live, stages = mocap(tmp_path, 2, expect=["triangulate", "heights", "write_3d"])
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)
+    rng = np.random.default_rng(1)
+    for k in range(5):
+        for camera in rig:
+            live.add(camera.name, k / FPS, *S.seen_by(camera, crossing(k / FPS), rng), arrived=float(k))
+    stages.ended()
+    records = read_jsonl(tmp_path / "out" / "3d" / "keypoints_3d.jsonl")
+    assert len(records) == 5 and all(r["people"] for r in records)
+    assert all(1.0 < p["extra"]["top_m"] < 2.2 for r in records for p in r["people"])  # people's heads, metres
+
+
+def test_the_pose2sim_project_is_made_wherever_the_pipeline_runs(tmp_path, tiny_dir, clip):
+    """Not only the command line: a Pipeline run (as `stream()`, the API's `run` and fleet workers make) writes
+    the take's Pose2Sim project and reports it in the summary."""
+    out = tmp_path / "out"
+    data = pipeline_data(tiny_dir, clip, out, outputs={"pose2sim": {"enabled": True, "sync": "none"}})
+    del data["source"]
+    data["sources"] = [{"name": "cam1", "uri": str(clip)}, {"name": "cam2", "uri": str(clip)}]
+    summary = Pipeline(from_dict(PipelineConfig, data)).run()
+    assert summary["pose2sim"]["frames"] == 20 and summary["pose2sim"]["folder"] == str(out / "pose2sim")
+    assert sorted(p.name for p in (out / "pose2sim" / "pose").iterdir()) == ["cam1_json", "cam2_json"]
+    assert len(list((out / "pose2sim" / "pose" / "cam1_json").iterdir())) == 20

@@ -175,10 +175,13 @@ def test_at_least_as_accurate_as_pose2sims_own_triangulation():
     assert ours_rms <= theirs_rms * 1.001
 
 
-def mocap(tmp_path, cameras: int, **threed):
-    """A LiveMocap for `cameras` calibrated sources of the synthetic rig, writing into tmp_path/out/3d."""
+def mocap(tmp_path, cameras: int, expect=("triangulate", "write_3d"), **threed):
+    """The run's group stages (triangulate, write_3d) for `cameras` calibrated sources of the synthetic rig,
+    writing into tmp_path/out/3d, without the run: (the rig, triangulate's LiveMocap, the stages)."""
     from sapiens2_stream.config import PipelineConfig, from_dict
-    from sapiens2_stream.runtime.live_mocap import LiveMocap, triangulation_group
+    from sapiens2_stream.runtime.live_mocap import triangulation_group
+    from sapiens2_stream.runtime.stages import builtin_stages, in_order
+    from sapiens2_stream.runtime.stages.group import GroupContext, GroupStages
     from sapiens2_stream.threed.calibration import write_calibration
 
     rig = S.rig(cameras)
@@ -191,14 +194,17 @@ def mocap(tmp_path, cameras: int, **threed):
     })  # fmt: skip
     group = triangulation_group(cfg)
     assert group == [c.name for c in rig]  # the lobby camera is not in the calibration
-    return rig, LiveMocap(cfg, group, {c.name: 10.0 for c in rig})
+    enabled = [s for s in in_order(builtin_stages(None)) if s.scope == "group" and s.enabled(cfg)]
+    assert [s.name for s in enabled] == list(expect)
+    stages = GroupStages(enabled, GroupContext(cfg, {c.name: 10.0 for c in rig}))
+    return rig, stages.state("triangulate"), stages
 
 
 def test_live_mocap_gathers_moments_and_never_waits_for_a_dead_camera(tmp_path):
     """Four live cameras' results arriving out of step (up to 20 ms apart in capture time, in any order): one
     moment per frame from all four; then cam4 dies: after `max_skew_s` of silence the moments go on without it;
     keypoints_3d.jsonl and a TRC and BVH per person come out."""
-    rig, live = mocap(tmp_path, 4)
+    rig, live, stages = mocap(tmp_path, 4)
     assert abs(live.max_skew_s - 0.05) < 1e-9  # half a frame at 10 frames/s
     rng = np.random.default_rng(3)
     clock = 100.0
@@ -212,7 +218,7 @@ def test_live_mocap_gathers_moments_and_never_waits_for_a_dead_camera(tmp_path):
         clock += 0.06  # the next frame's results come a frame later: a silent camera's wait runs out meanwhile
         live.poll(clock)
     live.flush()
-    live.close()
+    stages.ended()
     records = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
     assert len(records) == 30 and live.moments == 30
     assert [r["views"] for r in records] == [["cam1", "cam2", "cam3", "cam4"]] * 20 + [["cam1", "cam2", "cam3"]] * 10
@@ -225,7 +231,7 @@ def test_live_mocap_gathers_moments_and_never_waits_for_a_dead_camera(tmp_path):
 def test_a_result_that_comes_after_its_moment_is_counted_late_not_made_a_moment(tmp_path):
     """cam2's result of a frame comes 80 ms after cam1's (more than `max_skew_s`, 50 ms): the moment went out with
     cam1 alone, and cam2's result does not make a one-view moment of its own; the next frame has both again."""
-    rig, live = mocap(tmp_path, 2)
+    rig, live, stages = mocap(tmp_path, 2)
     rng = np.random.default_rng(6)
     seen = {c.name: [S.seen_by(c, [S.walking(i / FPS)], rng) for i in range(2)] for c in rig}
     live.add("cam1", 0.0, *seen["cam1"][0], arrived=1.0)
@@ -234,7 +240,7 @@ def test_a_result_that_comes_after_its_moment_is_counted_late_not_made_a_moment(
     live.add("cam1", 0.1, *seen["cam1"][1], arrived=1.1)
     live.add("cam2", 0.1, *seen["cam2"][1], arrived=1.11)
     live.flush()
-    live.close()
+    stages.ended()
     records = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
     assert [r["views"] for r in records] == [["cam1"], ["cam1", "cam2"]]
     assert live.summary()["late_results"] == {"cam1": 0, "cam2": 1} and live.missing == {"cam1": 0, "cam2": 1}
@@ -243,7 +249,7 @@ def test_a_result_that_comes_after_its_moment_is_counted_late_not_made_a_moment(
 def test_a_file_camera_that_lags_is_waited_for(tmp_path):
     """Files are never stalled, only behind: a camera whose results all come after the others' still joins every
     moment."""
-    rig, live = mocap(tmp_path, 2)
+    rig, live, stages = mocap(tmp_path, 2)
     live.live = {c.name: False for c in rig}  # as file sources are
     rng = np.random.default_rng(4)
     for c in rig:  # all of cam1, then all of cam2
@@ -251,7 +257,7 @@ def test_a_file_camera_that_lags_is_waited_for(tmp_path):
             keypoints, scores = S.seen_by(c, [S.walking(i / FPS)], rng)
             live.add(c.name, i / FPS, keypoints, scores, arrived=float(i))
     live.flush()
-    live.close()
+    stages.ended()
     records = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
     assert [r["views"] for r in records] == [["cam1", "cam2"]] * 10
 
@@ -278,7 +284,8 @@ def test_a_run_with_calibrated_sources_writes_its_moments(tmp_path, tiny_dir):
     pipeline = Pipeline(cfg)
     pipeline.open()  # the live motion-capture group is made when the run opens its cameras
     published = []
-    pipeline.mocap.mqtt = type("Client", (), {"publish": lambda self, topic, message: published.append(topic)})()
+    client = type("Client", (), {"publish": lambda self, topic, message: published.append(topic)})()
+    pipeline.cross.state("write_3d").mqtt = client
     summary = pipeline.run()
     lines = (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()
     assert len(lines) == 6 and all(json.loads(line)["views"] == ["cam1", "cam2"] for line in lines)
@@ -323,7 +330,7 @@ def test_file_cameras_are_put_in_step_by_their_soundtracks(tmp_path, tiny_dir):
     assert file_offsets(given, ["cam1", "cam2"]) == ({"cam1": 0.0, "cam2": 0.25}, "given")
     wrong = from_dict(PipelineConfig, {**data, "threed": {**data["threed"], "offsets_s": {"cam9": 0.25}}})
     with pytest.raises(Sapiens2StreamError, match="threed.offsets_s: cam9 not a camera of the group"):
-        file_offsets(wrong, ["cam1", "cam2"])
+        Pipeline(wrong)  # refused as the pipeline is built (validate says it too)
 
 
 @pytest.mark.skipif(not shutil.which("chromium"), reason="needs Debian's chromium (.ci/run installs it)")
@@ -346,7 +353,7 @@ def test_the_console_shows_the_people_in_3d(tmp_path):
     from tests.test_integrations import wait_until
     from tests.test_pipeline import free_port
 
-    rig, live = mocap(tmp_path, 2)
+    rig, live, stages = mocap(tmp_path, 2)
     rng = np.random.default_rng(5)
     for i in range(10):
         for camera in rig:

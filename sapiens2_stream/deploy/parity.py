@@ -87,27 +87,43 @@ def run_batches(
     return {n: np.concatenate([p[n].float().cpu().numpy() for p in parts]) for n in parts[0]}
 
 
-def differences(task: str, ours: Outputs, theirs: Outputs, size: tuple[int, int]) -> dict[str, float]:
-    """How far `theirs` is from `ours`, in the task's terms."""
-    if task == "pose":
-        a, b = ours["heatmaps"], theirs["heatmaps"]
-        distance = np.linalg.norm(crop_keypoints(a, size) - crop_keypoints(b, size), axis=-1).ravel()
-        flat_a, flat_b = a.reshape(*a.shape[:2], -1), b.reshape(*b.shape[:2], -1)
-        return {
-            "keypoint_px_median": float(np.median(distance)),
-            "keypoint_px_p99": float(np.percentile(distance, 99)),
-            "argmax_agreement": float((flat_a.argmax(-1) == flat_b.argmax(-1)).mean()),
-        }
-    if task == "seg":
-        return {"label_agreement": float((ours["logits"].argmax(1) == theirs["logits"].argmax(1)).mean())}
-    if task == "matting":
-        return {"alpha_mean_abs": float(np.abs(ours["alphas"] - theirs["alphas"]).mean())}
-    if task == "normal":
-        a, b = unit(ours["normals"]), unit(theirs["normals"])
-        angle = np.degrees(np.arccos(np.clip((a * b).sum(1), -1, 1))).ravel()
-        return {"angle_deg_mean": float(angle.mean()), "angle_deg_p99": float(np.percentile(angle, 99))}
+def keypoint_differences(ours: Outputs, theirs: Outputs, size: tuple[int, int]) -> dict[str, float]:
+    a, b = ours["heatmaps"], theirs["heatmaps"]
+    distance = np.linalg.norm(crop_keypoints(a, size) - crop_keypoints(b, size), axis=-1).ravel()
+    flat_a, flat_b = a.reshape(*a.shape[:2], -1), b.reshape(*b.shape[:2], -1)
+    return {
+        "keypoint_px_median": float(np.median(distance)),
+        "keypoint_px_p99": float(np.percentile(distance, 99)),
+        "argmax_agreement": float((flat_a.argmax(-1) == flat_b.argmax(-1)).mean()),
+    }
+
+
+def normal_differences(ours: Outputs, theirs: Outputs, size: tuple[int, int]) -> dict[str, float]:
+    a, b = unit(ours["normals"]), unit(theirs["normals"])
+    angle = np.degrees(np.arccos(np.clip((a * b).sum(1), -1, 1))).ravel()
+    return {"angle_deg_mean": float(angle.mean()), "angle_deg_p99": float(np.percentile(angle, 99))}
+
+
+def depth_differences(ours: Outputs, theirs: Outputs, size: tuple[int, int]) -> dict[str, float]:
     za, zb = metric_depth(ours), metric_depth(theirs)
     return {"relative_depth_median": float(np.median(np.abs(za - zb) / np.maximum(np.abs(za), 1e-6)))}
+
+
+# By the kind of truth a task's outputs are (`TaskSpec.truth`): the measures the gate bounds, and how they are taken
+MEASURES: dict[str, tuple[tuple[str, ...], Callable[[Outputs, Outputs, tuple[int, int]], dict[str, float]]]] = {
+    "keypoints": (("keypoint_px_median", "keypoint_px_p99", "argmax_agreement"), keypoint_differences),
+    "classes": (("label_agreement",), lambda ours, theirs, size: {
+        "label_agreement": float((ours["logits"].argmax(1) == theirs["logits"].argmax(1)).mean())}),
+    "alpha": (("alpha_mean_abs",), lambda ours, theirs, size: {
+        "alpha_mean_abs": float(np.abs(ours["alphas"] - theirs["alphas"]).mean())}),
+    "normals": (("angle_deg_mean", "angle_deg_p99"), normal_differences),
+    "points": (("relative_depth_median",), depth_differences),
+}  # fmt: skip
+
+
+def differences(task: str, ours: Outputs, theirs: Outputs, size: tuple[int, int]) -> dict[str, float]:
+    """How far `theirs` is from `ours`, in the task's terms."""
+    return MEASURES[task_spec(task).truth][1](ours, theirs, size)
 
 
 def crop_keypoints(heatmaps: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -143,13 +159,7 @@ def tolerances(task: str, precision: str, bf16_gap: dict[str, float] | None) -> 
 
 
 def differences_keys(task: str) -> list[str]:
-    return {
-        "pose": ["keypoint_px_median", "keypoint_px_p99", "argmax_agreement"],
-        "seg": ["label_agreement"],
-        "matting": ["alpha_mean_abs"],
-        "normal": ["angle_deg_mean", "angle_deg_p99"],
-        "pointmap": ["relative_depth_median"],
-    }[task]
+    return list(MEASURES[task_spec(task).truth][0])
 
 
 def finite(out: Outputs) -> bool:

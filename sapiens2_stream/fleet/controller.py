@@ -132,7 +132,7 @@ class Fleet:
                                                   soft=False)  # fmt: skip
             self.hub = ray.remote(MocapHub).options(num_cpus=0, max_concurrency=4, scheduling_strategy=here,
                                                     name=f"sapiens2-fleet-{self.id}-mocap").remote(
-                worker_cfg, group, rates)  # fmt: skip
+                worker_cfg, rates)  # fmt: skip
 
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(next(iter(options)), 0)]
         actor = ray.remote(FleetWorker)

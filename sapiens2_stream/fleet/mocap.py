@@ -17,15 +17,20 @@ import threading
 from ..config import PipelineConfig
 from ..runtime.live_mocap import LiveMocap, result_view
 from ..runtime.observer import Observer
+from ..runtime.stages import builtin_stages, in_order
+from ..runtime.stages.group import GroupContext, GroupStages
 
 
 class MocapHub:
-    """The one place a fleet's group is triangulated (a Ray actor; `add_frame` calls come from every worker)."""
+    """The one place a fleet's group is triangulated (a Ray actor; `add_frame` calls come from every worker): the
+    run's own group stages (triangulate, write_3d and any between), as a single run has them."""
 
-    def __init__(self, cfg: PipelineConfig, group: list[str], rates: dict[str, float | None]) -> None:
-        self.mocap = LiveMocap(cfg, group, rates)
+    def __init__(self, cfg: PipelineConfig, rates: dict[str, float | None]) -> None:
+        stages = [s for s in in_order(builtin_stages(None)) if s.scope == "group" and s.enabled(cfg)]
+        self.stages = GroupStages(stages, GroupContext(cfg, rates, interrupted=lambda: True))  # a fleet is stopped
+        self.mocap: LiveMocap = self.stages.state("triangulate")
         loop = asyncio.new_event_loop()
-        (waker,) = self.mocap.started(None)  # moments whose cameras went silent still come out
+        (waker,) = self.stages.started(None)  # moments whose cameras went silent still come out
         self.thread = threading.Thread(target=loop.run_until_complete, args=(waker,), name="mocap-waker", daemon=True)
         self.thread.start()
 
@@ -38,9 +43,9 @@ class MocapHub:
 
     def close(self) -> dict:
         """The last moments made and every file complete (the per-person tracks too); the summary."""
-        self.mocap.ending()
+        self.stages.ending()
         self.thread.join(timeout=1.0)
-        self.mocap.ended()
+        self.stages.ended()
         return self.mocap.summary()
 
 

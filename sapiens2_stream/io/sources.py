@@ -234,6 +234,7 @@ class Source:
     def _failed(self, reason: str, wait_s: float) -> None:
         """An attempt to connect failed: said once per reason while the camera has never delivered a frame."""
         c = self.connection
+        reason = redact(reason)
         if c.state == "connecting" and reason != c.reason:
             log.warning(f"source {self.label}: {reason}; trying again while the other sources run")
         c.reason, c.next_attempt_wall = reason, time.time() + wait_s
@@ -413,14 +414,13 @@ class Source:
         last_pts: float | None = None
         connection = self.connection
         while not stop.is_set() and not self._limit_reached(index):
-            offset = None
-            wait_s = backoff.next()
+            offset, failure = None, None
             try:
                 container = self._open()
             except Sapiens2StreamError as e:
-                if str(e) not in self.stats.events[-1:]:  # a camera down for hours: said once, not every attempt
-                    self.stats.events.append(str(e))
-                self._failed(str(e), wait_s)
+                failure = str(e)
+                if failure not in self.stats.events[-1:]:  # a camera down for hours: said once, not every attempt
+                    self.stats.events.append(failure)
             else:
                 with container:
                     self._learn_rate(container)
@@ -452,14 +452,16 @@ class Source:
                             index += 1
                     except av.FFmpegError as e:
                         self.stats.events.append(f"stream error: {_reason(e)}")
-                        connection.reason = f"stream error: {_reason(e)}"
+                        connection.reason = redact(f"stream error: {_reason(e)}")
             if stop.is_set() or self._limit_reached(index):
                 return
             if offset is not None:  # this connection had delivered frames: the camera dropped
                 connection.state = "reconnecting"
                 self._notify("source_disconnected")
                 backoff.reset()
-                wait_s = backoff.next()
+            wait_s = backoff.next()  # the one wait between this attempt and the next
+            if failure is not None:
+                self._failed(failure, wait_s)
             silent_for = time.time() - (last_frame_wall or start)
             if rc.give_up_s is not None and silent_for > rc.give_up_s:
                 never = last_frame_wall is None

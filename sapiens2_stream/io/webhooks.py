@@ -18,6 +18,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import os
 import ssl
 import threading
@@ -33,12 +34,24 @@ from ..errors import Sapiens2StreamError
 from .backoff import Backoff
 from .sink import Sink
 
+log = logging.getLogger("sapiens2_stream")
+
 SIGNATURE, TIMESTAMP = "X-Sapiens2-Signature", "X-Sapiens2-Timestamp"
 
 
 def signature(secret: bytes, timestamp: str, body: bytes) -> str:
     """The `X-Sapiens2-Signature` value of a POST: sha256=HMAC-SHA256(secret, "<timestamp>.<body>") in hex."""
     return "sha256=" + hmac.new(secret, timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+
+
+def describe(e: BaseException) -> str:
+    """Why a POST failed, in a user's words: a certificate that does not verify says which check failed."""
+    reason = getattr(e, "reason", None) or e
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return f"its TLS certificate does not verify ({reason.verify_message}); set outputs.webhooks.ca_certs"
+    if isinstance(reason, ssl.SSLError):
+        return f"TLS failed ({reason.reason or reason})"
+    return str(reason)
 
 
 def split_credentials(url: str) -> tuple[str, dict[str, str]]:
@@ -59,6 +72,8 @@ class WebhookSink(Sink):
         self.secret = self._secret(cfg)
         self.tls = self._tls(cfg)
         self.queues = {url: deque() for url in cfg.urls}
+        self.targets = {url: split_credentials(url) for url in cfg.urls}  # (plain URL, basic-auth header)
+        self.said: dict[str, str] = {}  # the latest reason said per URL: a receiver away is said once per reason
         self.sent = self.failed = self.dropped = 0
         self.last_error: str | None = None  # why the latest POST failed (a refused connection, a certificate)
         self.wake = threading.Condition()
@@ -131,18 +146,27 @@ class WebhookSink(Sink):
 
     def _post(self, url: str, event: dict) -> bool:
         body = json.dumps(event).encode()
-        target, headers = split_credentials(url)
-        headers["Content-Type"] = "application/json"
+        target, auth = self.targets[url]
+        headers = {**auth, "Content-Type": "application/json"}
         if self.secret is not None:
             timestamp = str(int(time.time()))
             headers[TIMESTAMP], headers[SIGNATURE] = timestamp, signature(self.secret, timestamp, body)
         request = urllib.request.Request(target, body, headers)
         try:
             with urllib.request.urlopen(request, timeout=self.cfg.timeout_s, context=self.tls) as response:
-                return 200 <= response.status < 300
+                ok = 200 <= response.status < 300
+                reason = None if ok else f"answered {response.status}"
         except (urllib.error.URLError, OSError, ValueError) as e:
-            self.last_error = f"{target}: {getattr(e, 'reason', None) or e}"
-            return False
+            ok, reason = False, describe(e)
+        if reason is not None:
+            self.last_error = f"{target}: {reason}"
+            if self.said.get(url) != reason:  # once per reason, naming the receiver (never its password)
+                self.said[url] = reason
+                log.warning(f"outputs.webhooks: {target}: {reason}; events wait and are tried again")
+        elif url in self.said:
+            del self.said[url]
+            log.warning(f"outputs.webhooks: {target}: delivering again")
+        return ok
 
     def close(self) -> None:
         """Deliver what is queued, for up to `drain_s` more, then stop."""

@@ -87,6 +87,9 @@ class TaskSpec:
     scale_branch: bool = False  # its head predicts a per-image scale too (a config.json's scale_* keys apply)
     sizes: tuple[str, ...] = TASK_SIZES
     doc: str = ""  # one line, for `sapiens2-stream list tasks`
+    truth: str = ""  # what it learns from and is measured by (finetune's data, loss and scores; export-model's
+    # parity gate): keypoints, classes, alpha, normals or points. A new task of a known kind trains and exports
+    # as its entry; "" : neither
 
     @property
     def in_pipeline(self) -> bool:
@@ -223,7 +226,7 @@ def _tiny_dense(outputs: int, **scale) -> HeadConfig:
 
 
 register_task(TaskSpec(
-    name="pose", doc="308 keypoints per person (body, feet, hands, face) from person crops",
+    name="pose", truth="keypoints", doc="308 keypoints per person (body, feet, hands, face) from person crops",
     architecture="Sapiens2ForPoseEstimation", output_type=PoseOutput,
     model_outputs=lambda out, features, model: {"heatmaps": out}, channels=NUM_KEYPOINTS, head=_pose_head,
     tiny_head=HeadConfig(kind="deconv", upsample_channels=(32, 32), upsample_kernels=(4, 4), conv_channels=(32,),
@@ -232,7 +235,7 @@ register_task(TaskSpec(
     results=("keypoints", "keypoint_scores"),
 ))  # fmt: skip
 register_task(TaskSpec(
-    name="seg", doc="29 body-part classes per pixel",
+    name="seg", truth="classes", doc="29 body-part classes per pixel",
     architecture="Sapiens2ForSemanticSegmentation", output_type=SegOutput,
     model_outputs=lambda out, features, model: {"logits": out}, channels=NUM_SEG_CLASSES, head=_seg_head,
     tiny_head=HeadConfig(kind="deconv", upsample_channels=(16, 16, 8, 8), upsample_kernels=(4,) * 4,
@@ -241,14 +244,14 @@ register_task(TaskSpec(
     results=("seg", "seg_probabilities"), temporal=Temporal("seg", "seg", "part labels"),
 ))  # fmt: skip
 register_task(TaskSpec(
-    name="normal", doc="surface normals per pixel (camera frame)",
+    name="normal", truth="normals", doc="surface normals per pixel (camera frame)",
     architecture="Sapiens2ForNormalEstimation", output_type=NormalOutput,
     model_outputs=lambda out, features, model: {"normals": out}, channels=3, fixed_channels=True, head=_normal_head,
     tiny_head=_tiny_dense(3), flips={"normals": Flip("vectors")}, keep_aspect=True, frame_post=_normal_post,
     results=("normals",), temporal=Temporal("normal", "normal", "surface normals"), geometry=True,
 ))  # fmt: skip
 register_task(TaskSpec(
-    name="pointmap", doc="a 3-D point per pixel (metres, camera frame): depth",
+    name="pointmap", truth="points", doc="a 3-D point per pixel (metres, camera frame): depth",
     architecture="Sapiens2ForPointmapEstimation", output_type=PointmapOutput,
     model_outputs=_pointmap_outputs, channels=3, fixed_channels=True, head=_pointmap_head,
     tiny_head=_tiny_dense(3, scale_conv_channels=(32, 16, 8), scale_conv_kernels=(1, 1, 1), scale_hidden=(16, 8),
@@ -258,7 +261,7 @@ register_task(TaskSpec(
     geometry=True, scale_branch=True,
 ))  # fmt: skip
 register_task(TaskSpec(
-    name="matting", doc="a person's alpha matte per pixel (virtual backgrounds)",
+    name="matting", truth="alpha", doc="a person's alpha matte per pixel (virtual backgrounds)",
     architecture="Sapiens2ForImageMatting", output_type=MattingOutput,
     model_outputs=_matting_outputs, channels=4, fixed_channels=True, tiny_head=_tiny_dense(4), sizes=("1b",),
     flips={"alphas": Flip("channels"), "foregrounds": Flip("channels")}, keep_aspect=False, frame_post=_matting_post,

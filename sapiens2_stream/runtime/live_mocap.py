@@ -7,32 +7,30 @@ pose2sim --sync audio` finds them). The earliest waiting result anchors a moment
 result nearest that time within `max_skew_s` (default: half the fastest camera's frame interval), and the moment
 is made as soon as each camera has either shown a later result or stayed silent for `max_skew_s` since the anchor
 arrived: a stalled or dead camera never holds the others back longer than that, and it counts as missing in the
-status. The moment goes through `threed.Triangulator` and out to OUTPUT/3d/keypoints_3d.jsonl (world frame of the
-calibration, metres), MQTT (TOPIC/3d), the VMC and OSC targets, /metrics (people, views per person, reprojection
-error, latency), the console's 3-D view, and at the end TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/.
+status. The moment goes through `threed.Triangulator`, then to the group stages after `triangulate` (the
+`write_3d` stage: OUTPUT/3d/keypoints_3d.jsonl in the world frame of the calibration, metres, MQTT TOPIC/3d, the
+VMC and OSC targets, and at the end TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/); /metrics (people, views
+per person, reprojection error, latency) and the console's 3-D view read this state.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections import defaultdict, deque
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..config import DEFAULT_FPS, PipelineConfig
 from ..errors import Sapiens2StreamError
-from ..export.motion3d import write_track
 from ..export.sync import sound_offsets, soundtrack
-from ..export.vmc import OscSender
-from ..io.jsonl import write_line
 from ..io.sink import best_keypoints
 from ..io.sources import LIVE_KINDS, source_kind
 from ..threed import Triangulator
 from ..threed.calibration import read_calibration
-from .observer import Observer
 
 WAKE_S = 0.005  # how often waiting moments are looked at when no camera says anything
 
@@ -91,12 +89,28 @@ def result_view(result) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     return keypoints.reshape(-1, 308, 2), scores, lifted
 
 
-class LiveMocap(Observer):
-    def __init__(self, cfg: PipelineConfig, group: list[str], rates: dict[str, float | None], mqtt=None) -> None:
-        """`mqtt`: the run's MQTT client (outputs.mqtt): each moment also goes to TOPIC/3d ({source} as "3d")."""
+@dataclass
+class Moment:
+    """One moment of a camera group: the people in metres (world frame of the calibration) from the views that
+    came within `max_skew_s`. `people`: `threed.Triangulator`'s (id, xyz [308, 3], confidence, views, lifted,
+    error_px); `record`: what OUTPUT/3d/keypoints_3d.jsonl, MQTT TOPIC/3d and the console get (a group stage
+    between triangulate and write_3d may add to it, e.g. under a person's `extra`)."""
+
+    time_s: float
+    views: list[str]
+    people: list
+    record: dict
+
+
+class LiveMocap:
+    """The triangulate stage's state: results wait by capture time, moments are made and triangulated, and each
+    goes to `emit` (the group stages after triangulate: write_3d writes it)."""
+
+    def __init__(self, cfg: PipelineConfig, group: list[str], rates: dict[str, float | None],
+                 emit: Callable[[Moment], None]) -> None:  # fmt: skip
         t = cfg.threed
         cameras = read_calibration(t.calibration)
-        self.group = group
+        self.group, self.emit = group, emit
         self.triangulator = Triangulator({name: cameras[name] for name in group})
         fastest = max((r for r in rates.values() if r), default=DEFAULT_FPS)
         self.max_skew_s = 0.5 / fastest if t.max_skew_s == "auto" else float(t.max_skew_s)
@@ -108,52 +122,34 @@ class LiveMocap(Observer):
         self.closed: set[str] = set()
         self.running = False
         self.lock = threading.Lock()
-        self.out_dir = Path(cfg.outputs.dir) / "3d"
-        self.formats = list(t.formats)
-        self.senders = [OscSender(t.vmc, "vmc")] if t.vmc else []
-        self.senders += [OscSender(t.osc, "osc")] if t.osc else []
-        self.rows: dict[int, list] = defaultdict(list)
-        self.fd: int | None = None
         self.moments = 0
+        self.ids: set[int] = set()  # every person triangulated
         self.missing = {name: 0 for name in group}
         self.late = {name: 0 for name in group}  # results that came after their moment was made without them
         self.made_until = -np.inf  # the time of the latest moment made
         self.missed_last: set[str] = set()  # the cameras that latest moment went without
         self.latency_ms: deque[float] = deque(maxlen=1000)
-        self.mqtt, self.topic = mqtt, cfg.outputs.mqtt.topic.replace("{source}", "3d")
         self.last = {"people": 0, "views_per_person": 0.0, "error_px": float("nan")}  # the latest moment, for /metrics
         self.latest: dict | None = None  # the latest moment's record, for the console's 3-D view
 
-    # ------------------------------------------------------------------------------------------- observer
-
-    def started(self, pipeline) -> list:
-        self.running = True
-        return [self._waker()]
-
-    async def _waker(self) -> None:
+    async def waker(self) -> None:
         """Moments whose cameras all went silent still come out, `max_skew_s` + `WAKE_S` late at most."""
         import asyncio
 
+        self.running = True
         while self.running:
             await asyncio.sleep(WAKE_S)
             self.poll()
 
-    def source_closed(self, stream) -> None:
+    def source_closed(self, camera: str) -> None:
         with self.lock:
-            self.closed.add(stream.label)
+            self.closed.add(camera)
         self.poll()
 
-    def result(self, result, stream) -> None:
-        if stream.label in self.waiting:
-            self.add_frame(stream.label, stream.live, result.frame.wall_s, result.frame.pts_s, *result_view(result))
-
-    def ending(self) -> None:
-        self.running = False
-
-    def ended(self) -> None:
-        self.running = False
-        self.flush()
-        self.close()
+    def result(self, result, camera: str, live: bool) -> None:
+        """A source's result, if it is a camera of the group."""
+        if camera in self.waiting:
+            self.add_frame(camera, live, result.frame.wall_s, result.frame.pts_s, *result_view(result))
 
     # ------------------------------------------------------------------------------------------- moments
 
@@ -184,6 +180,7 @@ class LiveMocap(Observer):
 
     def flush(self) -> None:
         """Every moment still waiting, with what there is (the end of input)."""
+        self.running = False
         with self.lock:
             self._make_ready(np.inf)
 
@@ -214,10 +211,7 @@ class LiveMocap(Observer):
     def _moment(self, when: float, views: dict, latest_arrival: float) -> None:
         people = self.triangulator.update(when, {n: v for n, v in views.items() if len(v[0])})
         self.moments += 1
-        for person in people:
-            self.rows[person.id].append((when, person.xyz, person.confidence))
-        for sender in self.senders:
-            sender.send(people, when)
+        self.ids.update(p.id for p in people)
         self.latency_ms.append((time.monotonic() - latest_arrival) * 1000 if np.isfinite(latest_arrival) else 0.0)
         errors = [p.error_px for p in people if np.isfinite(p.error_px)]
         self.last = {"people": len(people), "views_per_person": float(np.mean([len(p.views) for p in people]))
@@ -227,35 +221,13 @@ class LiveMocap(Observer):
              "error_px": None if not np.isfinite(p.error_px) else round(p.error_px, 2),
              "keypoints_3d": [None if not np.isfinite(x).all() else [round(float(v), 4) for v in x] for x in p.xyz],
              "confidence": [round(float(c), 4) for c in p.confidence]} for p in people]}  # fmt: skip
-        self._write(record)
+        self.emit(Moment(when, sorted(views), people, record))
         self.latest = record
-        if self.mqtt is not None:
-            self.mqtt.publish(self.topic, record)
-
-    def _write(self, record: dict) -> None:
-        if self.fd is None:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            self.fd = os.open(self.out_dir / "keypoints_3d.jsonl", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        write_line(self.fd, record)
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-        folder = self.out_dir / "tracks_3d"
-        for person_id, rows in sorted(self.rows.items()):
-            if len(rows) < 2:
-                continue
-            folder.mkdir(parents=True, exist_ok=True)
-            times = np.array([r[0] for r in rows])
-            xyz = np.array([r[1] for r in rows])
-            xyz[np.array([r[2] for r in rows]) <= 0] = np.nan
-            write_track(folder / f"person_{person_id:04d}", times, xyz, self.formats)
 
     def summary(self) -> dict:
         latency = np.array(self.latency_ms) if self.latency_ms else np.zeros(1)
         return {"cameras": self.group, "max_skew_ms": round(self.max_skew_s * 1000, 1), "moments": self.moments,
                 "offsets_s": {name: round(o, 4) for name, o in self.offsets.items()}, "sync": self.sync,
-                "moments_missing": self.missing, "late_results": self.late, "people": len(self.rows),
+                "moments_missing": self.missing, "late_results": self.late, "people": len(self.ids),
                 "latency_ms": {"p50": round(float(np.percentile(latency, 50)), 1),
                                "p95": round(float(np.percentile(latency, 95)), 1)}}  # fmt: skip

@@ -40,7 +40,7 @@ from ..io.mqtt import MqttClient, tls_context
 from ..io.sources import Source
 from .device import resolve_device, resolve_dtype
 from .engine import InferenceEngine, check_model_sources
-from .live_mocap import LiveMocap, checked_group
+from .live_mocap import LiveMocap
 from .memory import MemoryTrim
 from .numbers import DROP_REASONS, StageTimes
 from .observer import Observer
@@ -48,6 +48,7 @@ from .planner import Planner
 from .prometheus import Monitor
 from .results import FrameResult
 from .stages import END, REGISTRY, Handoff, api_stage, builtin_stages, in_order, yaml_stage
+from .stages.group import GroupContext, GroupStages
 from .stream import Stream, check_stages, source_error
 from .threads import census
 
@@ -98,13 +99,18 @@ def users_stages(cfg: PipelineConfig, given: list) -> list:
 
 def arranged_stages(cfg: PipelineConfig, given: list = (), run: Pipeline | None = None) -> list:
     """Every stage of a run of `cfg` in order: the built-in ones (for `run`), users' from the YAML and `given`;
-    a source stage placed among the batch stages is a configuration error."""
+    a source stage placed among the batch stages, or among the group stages, is a configuration error."""
     stages = in_order([*builtin_stages(run), *users_stages(cfg, given)])
     last_batch = max(i for i, stage in enumerate(stages) if stage.scope == "batch")
     early = [stage for stage in stages[:last_batch] if stage.scope == "source"]
     if early:
         raise Sapiens2StreamError(f"stages: {early[0].name!r} must run after infer (a stage sees one source's "
                                   "results; after: infer, or any stage after it)")  # fmt: skip
+    first_group = next((i for i, stage in enumerate(stages) if stage.scope == "group"), len(stages))
+    late = [stage for stage in stages[first_group:] if stage.scope == "source"]
+    if late:
+        raise Sapiens2StreamError(f"stages: {late[0].name!r} cannot run after {late[0].after!r}, a stage across "
+                                  "sources (a stage of yours sees one source's results: after write at the latest)")
     return stages
 
 
@@ -117,12 +123,22 @@ def check_run(cfg: PipelineConfig, given: list = ()) -> list:
     for single in singles:
         Source(single.source)  # a file that is no video, a folder without images
         check_stages(single, stages)
+    check_group_stages(cfg, stages)
     check_model_sources(cfg.enabled_models())
     check_detector(cfg.detector)
     if cfg.outputs.mqtt.host and cfg.outputs.mqtt.tls is not None:
         tls_context(cfg.outputs.mqtt.tls)
-    checked_group(cfg)
-    return [s for s in stages if s.scope == "batch" or any(s.enabled(single) for single in singles)]
+    group = [s for s in stages if s.scope == "group"]
+    return [s for s in stages if s.scope == "batch" or (s.enabled(cfg) if s in group else
+                                                         any(s.enabled(single) for single in singles))]  # fmt: skip
+
+
+def check_group_stages(cfg: PipelineConfig, stages: list) -> list:
+    """The group stages that run for `cfg` (the whole configuration), each checked."""
+    enabled = [s for s in stages if s.scope == "group" and s.enabled(cfg)]
+    for stage in enabled:
+        stage.check(cfg)
+    return enabled
 
 
 class ResultCallback(Observer):
@@ -165,15 +181,16 @@ class Pipeline:
         self.observers: list[Observer] = []
         self.times = StageTimes()  # the batch stages: detect, track, infer
         self.monitor: Monitor | None = None  # the metrics server (runtime.metrics), from `open`
-        self.mocap: LiveMocap | None = None  # several calibrated cameras: live motion capture, from `open`
+        self.cross: GroupStages | None = None  # the stages across sources (live motion capture, Pose2Sim), `open`
+        self.mocap: LiveMocap | None = None  # several calibrated cameras: triangulate's state, from `open`
         stages = arranged_stages(cfg, stages, self)
         self.batch_stages = [s for s in stages if s.scope == "batch"]
         self.source_stages = [s for s in stages if s.scope == "source"]
+        self.group_stages = check_group_stages(cfg, stages)
         self.streams = [self._stream(c, c.source.name if self.several else "", resume=resume)
                         for c in cfg.per_source()]  # fmt: skip
         for stream in self.streams:
             stream.check(self.source_stages)
-        self.group = checked_group(cfg)  # several calibrated cameras: live motion capture in OUTPUT/3d/
         rt = cfg.runtime
         if rt.threads:
             torch.set_num_threads(rt.threads)
@@ -199,9 +216,11 @@ class Pipeline:
         self.batch_states = {stage.name: stage.open(self) for stage in self.batch_stages}
         if rt.metrics.port is not None:
             self.monitor = self.observe(Monitor(self, rt.metrics))
-        if self.group:
+        if self.group_stages:
             rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
-            self.mocap = self.observe(LiveMocap(cfg, self.group, rates, self.mqtt))
+            ctx = GroupContext(cfg, rates, self.mqtt, lambda: self.interrupted)
+            self.cross = self.observe(GroupStages(self.group_stages, ctx))
+            self.mocap = self.cross.state("triangulate")
 
     def observe(self, observer: Observer) -> Observer:
         """Attach an observer (before `run`)."""
@@ -445,7 +464,7 @@ class Pipeline:
             "threads": self.thread_census,  # by kind, as the run ended
             "events": self.engine.events,
             "errors": [{"source": label, **e} for label, src in per_source.items() for e in src["errors"]],
-            **({"live_mocap": self.mocap.summary()} if self.mocap is not None else {}),
+            **(self.cross.summary() if self.cross is not None else {}),
         }
 
 

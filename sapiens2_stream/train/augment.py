@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..models.metadata import pose_metadata, seg_metadata
+from ..models.tasks import task_spec
 from ..processing.dense import content_box
 from ..processing.geometry import BOX_PADDING, IMAGENET_MEAN, IMAGENET_STD
 from ..processing.targets import gaussian_heatmaps
@@ -135,11 +136,12 @@ def dense_batch(
     fitted into it and centre-padded (targets [B, H, W, 3], NaN on the padding and where truth is missing).
     A flip swaps the part labels' sides, and mirrors the normals' and points' x."""
     h, w = size
-    vectors = task in ("normal", "pointmap")
+    kind = task_spec(task).truth
+    vectors = kind in ("normals", "points")
     swap = np.asarray(seg_metadata().flip_indices)
     pixels = np.zeros((len(items), h, w, 3), np.uint8)
     shape = (len(items), h, w, 3) if vectors else (len(items), h, w)
-    targets = np.zeros(shape, np.int64 if task == "seg" else np.float32)
+    targets = np.zeros(shape, np.int64 if kind == "classes" else np.float32)
     for n, i in enumerate(items):
         image, target = data.images[i], data.targets[i]
         ih, iw = image.shape[:2]
@@ -148,7 +150,7 @@ def dense_batch(
         window = np.array([iw * (w - 1) / cw, ih * (h - 1) / ch])  # scale cw / iw about the centre, as a resize
         m = _affine(np.array([(iw - 1) / 2, (ih - 1) / 2]), window, size, rng, jitter, flip)
         pixels[n] = colour_jitter(cv2.warpAffine(image, m, (w, h), flags=cv2.INTER_LINEAR), rng, jitter.colour)
-        if task == "seg":
+        if kind == "classes":
             t = cv2.warpAffine(target, m, (w, h), flags=cv2.INTER_NEAREST, borderValue=0)
             targets[n] = np.where(t == IGNORE, IGNORE, swap[np.minimum(t, len(swap) - 1)] if flip else t)
         elif vectors:  # nearest: a point between a person and the wall behind is neither

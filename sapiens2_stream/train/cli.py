@@ -8,11 +8,12 @@ import sys
 
 from ..arguments import size_arg
 from ..errors import Sapiens2StreamError
+from .trainable import trainable_tasks
 
 
 def add_parsers(sub) -> None:
     ft = sub.add_parser("finetune", help="train a pose, seg, matting, normal or pointmap model on your labelled data")
-    ft.add_argument("task", choices=("pose", "seg", "matting", "normal", "pointmap"))
+    ft.add_argument("task", choices=trainable_tasks())
     ft.add_argument(
         "--data",
         required=True,

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import Sapiens2StreamError
 from ..models.metadata import NUM_KEYPOINTS, NUM_SEG_CLASSES, keypoint_index
+from ..models.tasks import task_spec
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 IGNORE = 255  # a label map's "not labelled" value
@@ -155,9 +156,9 @@ class DenseSet:
         return len(self.images)
 
 
-TRUTH_FOLDERS = {"seg": "labels", "matting": "alpha", "normal": "normals", "pointmap": "pointmap"}
-TRUTH_KINDS = {"seg": "PNG class ids", "matting": "PNG alpha", "normal": "RGB PNG normal maps",
-               "pointmap": ".npy [H, W, 3] camera-frame metres"}  # fmt: skip
+TRUTH_FOLDERS = {"classes": "labels", "alpha": "alpha", "normals": "normals", "points": "pointmap"}
+TRUTH_KINDS = {"classes": "PNG class ids", "alpha": "PNG alpha", "normals": "RGB PNG normal maps",
+               "points": ".npy [H, W, 3] camera-frame metres"}  # fmt: skip
 MAX_DEPTH = 100.0  # pointmap points further than this (m) are the sky, not truth
 
 
@@ -165,24 +166,25 @@ def read_dense_set(folder: str | Path, task: str, mapping_file: str | Path | Non
     """`folder/images/*` with, per image of the same stem, `labels/*.png` (seg), `alpha/*.png` (matting),
     `normals/*.png` (normal: (n + 1) / 2 of 255 in RGB) or `pointmap/*.npy` (pointmap)."""
     root = Path(folder)
-    sub = TRUTH_FOLDERS[task]
+    kind = task_spec(task).truth
+    sub = TRUTH_FOLDERS[kind]
     if not (root / "images").is_dir() or not (root / sub).is_dir():
         raise Sapiens2StreamError(
-            f"{root}: expected images/ and {sub}/ inside ({TRUTH_KINDS[task]} named as the images)"
+            f"{root}: expected images/ and {sub}/ inside ({TRUTH_KINDS[kind]} named as the images)"
         )
     files = sorted(p for p in (root / "images").iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
         raise Sapiens2StreamError(f"{root / 'images'}: no images")
-    lut = class_lut(mapping_file) if task == "seg" else None
+    lut = class_lut(mapping_file) if kind == "classes" else None
     images, targets = [], []
     for file in files:
         image = read_rgb(file)
-        path, target = read_truth(root / sub, file.stem, task)
+        path, target = read_truth(root / sub, file.stem, kind)
         if target.shape[:2] != image.shape[:2]:
             raise Sapiens2StreamError(
                 f"{path}: {target.shape[1]}x{target.shape[0]}, but its image is {image.shape[1]}x{image.shape[0]}"
             )
-        if task == "seg":
+        if kind == "classes":
             target = lut[target]
             bad = np.setdiff1d(np.unique(target), [*range(NUM_SEG_CLASSES), IGNORE])
             if len(bad):
@@ -196,11 +198,11 @@ def read_dense_set(folder: str | Path, task: str, mapping_file: str | Path | Non
     return DenseSet(images, targets, [f.name for f in files])
 
 
-def read_truth(folder: Path, stem: str, task: str) -> tuple[Path, np.ndarray]:
-    """One picture's truth: class ids [H, W] (seg), alpha 0-1 [H, W] (matting), unit normals or points
-    [H, W, 3] (NaN where a point is missing or too far)."""
-    path = folder / (f"{stem}.npy" if task == "pointmap" else f"{stem}.png")
-    if task == "pointmap":
+def read_truth(folder: Path, stem: str, kind: str) -> tuple[Path, np.ndarray]:
+    """One picture's truth of the `kind` a task learns from: class ids [H, W], alpha 0-1 [H, W], unit normals or
+    points [H, W, 3] (NaN where a point is missing or too far)."""
+    path = folder / (f"{stem}.npy" if kind == "points" else f"{stem}.png")
+    if kind == "points":
         try:
             points = np.load(path, allow_pickle=False).astype(np.float32)
         except (OSError, ValueError):
@@ -212,14 +214,14 @@ def read_truth(folder: Path, stem: str, task: str) -> tuple[Path, np.ndarray]:
     mask = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
     if mask is None:
         raise Sapiens2StreamError(f"{path}: missing or unreadable {folder.name} PNG for {stem}")
-    if task == "normal":
+    if kind == "normals":
         if mask.ndim != 3:
             raise Sapiens2StreamError(f"{path}: a normal map is an RGB PNG")
         n = mask[..., 2::-1].astype(np.float32) / full_scale(mask) * 2 - 1
         return path, n / np.maximum(np.linalg.norm(n, axis=-1, keepdims=True), 1e-6)
     if mask.ndim == 3:
         mask = mask[..., 0]
-    if task == "seg":
+    if kind == "classes":
         return path, mask
     return path, mask.astype(np.float32) / full_scale(mask)
 

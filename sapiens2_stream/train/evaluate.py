@@ -63,24 +63,32 @@ def predict_dense(model, images: list[np.ndarray], task: str, size: tuple[int, i
 
 def dense_scores(model, data: DenseSet, task: str, size: tuple[int, int]) -> dict[str, float]:
     results = predict_dense(model, data.images, task, size)
-    if task == "seg":
+    kind = task_spec(task).truth
+    if kind == "classes":
         return {"miou": miou([r["seg"].astype(np.int64) for r in results], data.targets, NUM_SEG_CLASSES)}
-    if task == "normal":
+    if kind == "normals":
         return normal_scores([r["normals"] for r in results], data.targets)
-    if task == "pointmap":
+    if kind == "points":
         return depth_scores([r["pointmap"][..., 2] for r in results], [t[..., 2] for t in data.targets])
     return matte_scores([r["alpha"] for r in results], data.targets)
 
 
-PRIMARY = {"pose": ("pck@0.1", 1), "seg": ("miou", 1), "matting": ("sad", -1), "normal": ("angle_deg", -1),
-           "pointmap": ("abs_rel", -1)}  # fmt: skip
-"""The score that picks `best/`, and whether higher is better."""
+PRIMARY = {"keypoints": ("pck@0.1", 1), "classes": ("miou", 1), "alpha": ("sad", -1), "normals": ("angle_deg", -1),
+           "points": ("abs_rel", -1)}  # fmt: skip
+"""By the kind of truth a task learns from: the score that picks `best/`, and whether higher is better."""
+
+
+def primary(task: str) -> tuple[str, int]:
+    """The score that picks a task's `best/`, and whether higher is better."""
+    return PRIMARY[task_spec(task).truth]
 
 
 def scores(model, data, task: str, size: tuple[int, int]) -> dict[str, float]:
     was_training = model.training
     model.eval()
     try:
-        return pose_scores(model, data, size) if task == "pose" else dense_scores(model, data, task, size)
+        if task_spec(task).truth == "keypoints":
+            return pose_scores(model, data, size)
+        return dense_scores(model, data, task, size)
     finally:
         model.train(was_training)

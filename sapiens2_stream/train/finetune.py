@@ -27,17 +27,15 @@ import torch
 from ..errors import Sapiens2StreamError
 from ..models.config import ModelConfig, head_preset
 from ..models.loading import load_model, read_safetensors
-from ..models.metadata import NUM_KEYPOINTS, NUM_SEG_CLASSES
 from ..models.sapiens2 import Sapiens2
 from ..models.shapes import scale_grid
-from ..models.tasks import SIZES
+from ..models.tasks import SIZES, task_spec
 from ..models.tiny import TINY_BACKBONE, random_model, save_released, tiny_config
 from .augment import Jitter, dense_batch, pose_batch
 from .data import DenseSet, PoseSet, read_dense_set, read_pose_set
-from .evaluate import PRIMARY, scores
+from .evaluate import primary, scores
 from .losses import loss_of
-
-TASKS = ("pose", "seg", "matting", "normal", "pointmap")
+from .trainable import trainable_tasks
 
 
 @dataclass
@@ -69,7 +67,7 @@ class FinetuneOptions:
 
 def read_sets(opts: FinetuneOptions) -> tuple[PoseSet | DenseSet, PoseSet | DenseSet]:
     """(train, validation), every problem with the data reported before anything is trained or written."""
-    if opts.task == "pose":
+    if task_spec(opts.task).truth == "keypoints":
         train = read_pose_set(opts.data, opts.images, opts.keypoints)
         val = read_pose_set(opts.val, opts.images, opts.keypoints) if opts.val else None
     else:
@@ -129,7 +127,8 @@ def build(opts: FinetuneOptions, device: torch.device) -> tuple[Sapiens2, tuple[
             f"--input-size: a pointmap model's focal-scale branch is tied to the size it was trained at "
             f"({model.config.image_size[0]}x{model.config.image_size[1]})"
         )
-    need = {"pose": NUM_KEYPOINTS, "seg": NUM_SEG_CLASSES}.get(opts.task)
+    spec = task_spec(opts.task)
+    need = spec.channels if spec.truth in ("keypoints", "classes") else None  # the released layouts
     if need and model.config.head.num_outputs != need:
         raise Sapiens2StreamError(
             f"{opts.source}: its head has {model.config.head.num_outputs} outputs; finetune "
@@ -276,15 +275,16 @@ def finetune(opts: FinetuneOptions) -> dict:
 
     from ..runtime.device import resolve_device
 
-    if opts.task not in TASKS:
-        raise Sapiens2StreamError(f"finetune trains {', '.join(TASKS)}; not {opts.task!r}")
+    if opts.task not in trainable_tasks():
+        raise Sapiens2StreamError(f"finetune trains {', '.join(trainable_tasks())}; not {opts.task!r}")
     if opts.freeze not in ("none", "backbone"):
         raise Sapiens2StreamError(f"--freeze must be none or backbone, not {opts.freeze!r}")
     device = resolve_device(opts.device)
     train, val = read_sets(opts)
     torch.manual_seed(opts.seed)
     model, size, fresh = build(opts, device)
-    if opts.task == "pose" and opts.source == "tiny" and not opts.resume:
+    keypoints = task_spec(opts.task).truth == "keypoints"
+    if keypoints and opts.source == "tiny" and not opts.resume:
         silence_unlabelled(model, train.labelled)
     out = Path(opts.output)
     cuda = device.type == "cuda"
@@ -299,10 +299,10 @@ def finetune(opts: FinetuneOptions) -> dict:
     state = {"step": 0, "best": None}
     if opts.resume:
         state = load_resume(out, optimizer)
-    key, sign = PRIMARY[opts.task]
+    key, sign = primary(opts.task)
     rng = np.random.default_rng(opts.seed + state["step"])
-    jitter = {"pose": Jitter(), "normal": Jitter.geometry(), "pointmap": Jitter.geometry()}.get(
-        opts.task, Jitter.whole_picture()
+    jitter = {"keypoints": Jitter(), "normals": Jitter.geometry(), "points": Jitter.geometry()}.get(
+        task_spec(opts.task).truth, Jitter.whole_picture()
     )
     sigma = max(1.5, 6.0 * (size[1] // 4) / 192)
     (out / "training.json").write_text(
@@ -341,7 +341,7 @@ def finetune(opts: FinetuneOptions) -> dict:
             for g in optimizer.param_groups:
                 g["lr"] = g["initial_lr"] * schedule(step, opts.steps, warmup)
             items = rng.integers(0, len(train), opts.batch_size)
-            if opts.task == "pose":
+            if keypoints:
                 batch = pose_batch(train, items, size, rng, jitter, sigma)
             else:
                 batch = dense_batch(train, items, opts.task, size, rng, jitter)

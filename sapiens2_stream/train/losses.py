@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..models.tasks import task_spec
 from ..processing.geometry import normalization
 from .data import IGNORE
 
@@ -39,18 +40,19 @@ def dice_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def loss_of(model, task: str, batch: tuple) -> torch.Tensor:
     pixels = batch[0]
     out = model(pixels)
-    if task == "pose":
+    kind = task_spec(task).truth
+    if kind == "keypoints":
         return heatmap_loss(out.heatmaps, batch[1], batch[2])
-    if task == "seg":
+    if kind == "classes":
         logits = at_size(out.logits, batch[1].shape[-2:])
         coarse = F.avg_pool2d(logits, 2), batch[1][:, ::2, ::2]  # Dice at half size: a quarter of the work
         weights = torch.ones(logits.shape[1], device=logits.device)
         weights[0] = 0.1  # the background, most of every picture, weighs a tenth (as upstream's class weights)
         ce = F.cross_entropy(logits, batch[1], weight=weights, ignore_index=IGNORE)
         return ce + dice_loss(*coarse)
-    if task == "normal":
+    if kind == "normals":
         return normal_loss(at_size(out.normals, batch[1].shape[1:3]), batch[1])
-    if task == "pointmap":
+    if kind == "points":
         return pointmap_loss(at_size(out.pointmaps, batch[1].shape[1:3]), out.scales, batch[1])
     size = batch[1].shape[-2:]
     alpha, foreground = at_size(out.alphas, size)[:, 0], at_size(out.foregrounds, size)

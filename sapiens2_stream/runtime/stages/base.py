@@ -13,12 +13,16 @@ with `after:`. Every stage has the same four parts whatever it does:
 - `replay`: whether results that `--resume` draws again (their people come from the interrupted run's records)
   pass through it; a stage that only computes from people leaves them alone.
 
-Two scopes. `batch` stages (take, detect, track, infer) work on micro-batches of frames from every source, on the
+Three scopes. `batch` stages (take, detect, track, infer) work on micro-batches of frames from every source, on the
 pipeline's loop (they are awaited; their state is the run's, opened once). `source` stages (temporal, smooth,
 threed, events, write, and users' own) work on one source's results in frame order on that source's writer
 thread; the runner (`stages.runner.SourceStages`) owns their order, timing, replay and failures: a stage that
 raises for one source is said once, counted, and left out for that source from then on (`summary.json`
-`errors`, /metrics, the console), while that source's other stages and every other source go on.
+`errors`, /metrics, the console), while that source's other stages and every other source go on. `group` stages
+(triangulate, write_3d, pose2sim) work across sources, once per run, after every source's own stages
+(`stages.group.GroupStages`): one takes the sources' results (`offer`) and makes moments (the people of a
+calibrated camera group in metres), which pass through the group stages after it in order (`__call__`), so a
+later stage can add to a moment before it is written.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, ClassVar, Literal
 
 from ...errors import Sapiens2StreamError
 
-Scope = Literal["batch", "source"]
+Scope = Literal["batch", "source", "group"]
 
 
 class Stage:
@@ -67,9 +71,38 @@ class Stage:
         return {}
 
 
-# The built-in stages in the order a frame meets them: the batch stages (micro-batches of every source), then the
-# source stages (one source's results in frame order). The one place that says where a built-in stage runs.
-ORDER: tuple[str, ...] = ("take", "detect", "track", "infer", "temporal", "smooth", "threed", "events", "write")
+class GroupStage(Stage):
+    """The base of the cross-source stages: opened once per run with a `GroupContext` and `emit(moment)` (what
+    passes a moment to the group stages after it); `offer(state, result, label, live)` takes each source's results
+    after its own stages, `__call__(state, moment)` each moment an earlier group stage made. The run's hooks
+    (`started`, `source_closed`, `ending`) let a stage make moments on time; `close` ends it with the run."""
+
+    scope: ClassVar[Scope] = "group"
+
+    def open(self, ctx, emit) -> Any:
+        return None
+
+    def offer(self, state, result, label: str, live: bool) -> None:
+        """A source's result (`label`: its name; `live`: a camera, timed by its wall clock)."""
+
+    def __call__(self, state, moment) -> None:
+        pass
+
+    def started(self, state) -> list:
+        return []
+
+    def source_closed(self, state, label: str) -> None:
+        pass
+
+    def ending(self, state) -> None:
+        pass
+
+
+# The built-in stages in the order a frame meets them: the batch stages (micro-batches of every source), the source
+# stages (one source's results in frame order), then the group stages (across sources, once per run). The one
+# place that says where a built-in stage runs.
+ORDER: tuple[str, ...] = ("take", "detect", "track", "infer", "temporal", "smooth", "threed", "events", "write",
+                          "triangulate", "write_3d", "pose2sim")  # fmt: skip
 
 REGISTRY: dict[str, type[Stage]] = {}
 

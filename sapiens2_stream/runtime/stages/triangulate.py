@@ -1,0 +1,42 @@
+"""Live motion capture across sources: the cameras of one calibrated group triangulated as their results arrive."""
+
+from __future__ import annotations
+
+from ..live_mocap import LiveMocap, checked_group
+from .base import GroupStage, register_stage
+
+
+@register_stage("triangulate")
+class Triangulate(GroupStage):
+    """The sources a calibration names (`threed.calibration`, `threed.cameras`; two or more) made into moments:
+    each camera's results paired by capture time within `max_skew_s`, triangulated, then passed on to the group
+    stages after this one (write_3d writes them)."""
+
+    section, doc = "threed", "a calibrated camera group's people in metres, as their results arrive (moments)"
+
+    def enabled(self, cfg) -> bool:
+        return bool(checked_group(cfg))
+
+    def check(self, cfg) -> None:
+        checked_group(cfg)
+
+    def open(self, ctx, emit) -> LiveMocap:
+        return LiveMocap(ctx.cfg, checked_group(ctx.cfg), ctx.rates, emit)
+
+    def offer(self, state: LiveMocap, result, label: str, live: bool) -> None:
+        state.result(result, label, live)
+
+    def started(self, state: LiveMocap) -> list:
+        return [state.waker()]
+
+    def source_closed(self, state: LiveMocap, label: str) -> None:
+        state.source_closed(label)
+
+    def ending(self, state: LiveMocap) -> None:
+        state.running = False
+
+    def close(self, state: LiveMocap) -> None:
+        state.flush()  # the moments still waiting, passed on before the stages after this one close
+
+    def summary(self, state: LiveMocap) -> dict:
+        return {"live_mocap": state.summary()}

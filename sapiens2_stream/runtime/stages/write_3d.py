@@ -1,0 +1,76 @@
+"""The camera group's moments written: OUTPUT/3d/keypoints_3d.jsonl, MQTT TOPIC/3d, VMC and OSC, and at the end
+TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from ...export.motion3d import write_track
+from ...export.vmc import OscSender
+from ...io.jsonl import write_line
+from ..live_mocap import Moment, checked_group
+from .base import GroupStage, register_stage
+
+
+class MomentOutputs:
+    """Where one group's moments go: the JSONL as they come (opened at the first), the OSC senders and MQTT, and
+    each person's rows for the per-person files written at the end."""
+
+    def __init__(self, cfg, mqtt=None) -> None:
+        t = cfg.threed
+        self.out_dir = Path(cfg.outputs.dir) / "3d"
+        self.formats = list(t.formats)
+        self.senders = [OscSender(t.vmc, "vmc")] if t.vmc else []
+        self.senders += [OscSender(t.osc, "osc")] if t.osc else []
+        self.mqtt, self.topic = mqtt, cfg.outputs.mqtt.topic.replace("{source}", "3d")
+        self.rows: dict[int, list] = defaultdict(list)
+        self.fd: int | None = None
+
+    def write(self, moment: Moment) -> None:
+        for person in moment.people:
+            self.rows[person.id].append((moment.time_s, person.xyz, person.confidence))
+        for sender in self.senders:
+            sender.send(moment.people, moment.time_s)
+        if self.fd is None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(self.out_dir / "keypoints_3d.jsonl", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        write_line(self.fd, moment.record)
+        if self.mqtt is not None:
+            self.mqtt.publish(self.topic, moment.record)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        folder = self.out_dir / "tracks_3d"
+        for person_id, rows in sorted(self.rows.items()):
+            if len(rows) < 2:
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            times = np.array([r[0] for r in rows])
+            xyz = np.array([r[1] for r in rows])
+            xyz[np.array([r[2] for r in rows]) <= 0] = np.nan
+            write_track(folder / f"person_{person_id:04d}", times, xyz, self.formats)
+
+
+@register_stage("write_3d")
+class Write3D(GroupStage):
+    """The moments triangulate made, after any group stage placed between (its additions are in the records)."""
+
+    section, doc = "threed", "the group's moments to OUTPUT/3d/ (JSONL, TRC/C3D/BVH per person), MQTT, VMC, OSC"
+
+    def enabled(self, cfg) -> bool:
+        return bool(checked_group(cfg))
+
+    def open(self, ctx, emit) -> MomentOutputs:
+        return MomentOutputs(ctx.cfg, ctx.mqtt)
+
+    def __call__(self, state: MomentOutputs, moment: Moment) -> None:
+        state.write(moment)
+
+    def close(self, state: MomentOutputs) -> None:
+        state.close()
