@@ -338,11 +338,12 @@ class ConsoleConfig:
 class RuntimeConfig:
     device: str = "auto"  # auto, cpu, cuda, cuda:1
     dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA and on CPUs with native bf16
-    max_wait_ms: AtLeast0 = 20.0  # how long the batcher waits to fill a batch
+    max_wait_ms: AtLeast0 = 20.0  # how long the take stage waits for more frames to fill a micro-batch
     max_frames_per_batch: Count = 4  # frames per micro-batch (files; live sources take fewer to stay fresh)
     queue_size: Count = 8  # frames waiting per source for the models
     policy: Literal["auto", "block", "latest", "drop_oldest"] = "auto"  # auto: block for files, latest for live
-    max_frame_age_s: Above0 = 1.0  # live, unless policy is block: older frames are dropped (before each stage)
+    max_frame_age_s: Above0 = 1.0  # live, unless policy is block: frames waiting longer are dropped before any
+    # work (a frame the models took is always finished and written)
     threads: Count | None = None  # torch CPU threads
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile with batches padded to buckets; auto: CUDA only
     metrics: MetricsConfig = field(default_factory=MetricsConfig)

@@ -259,7 +259,7 @@ def test_redact_hides_every_password_and_keeps_the_rest():
 def test_yaml_strings_take_environment_variables(tmp_path, monkeypatch):
     monkeypatch.setenv("CAM_PASSWORD", SECRET)
     data = {"source": {"uri": "rtsp://admin:${CAM_PASSWORD}@10.0.0.5/stream1"},
-            "models": {"pose": {"source": "facebook/sapiens2-pose-0.4b"}},
+            "models": {"pose": {"source": "facebook/sapiens2-pose-0.4b"}}, "detector": {"type": "full_frame"},
             "outputs": {"webhooks": {"urls": ["https://h/${CAM_PASSWORD}/$${kept}"]}}}  # fmt: skip
     cfg = config_from(data)
     assert cfg.source.uri == f"rtsp://admin:{SECRET}@10.0.0.5/stream1"

@@ -47,21 +47,21 @@ def test_rope_theta_recovered_from_periods_buffer(tmp_path):
 @pytest.mark.parametrize("size", ["0.4b", "1b", "5b"])
 def test_presets_round_trip_through_inference_and_config_json(task, size):
     """Released shapes (built on the meta device) are recovered from tensor shapes alone and from config.json."""
-    from sapiens2_stream.models import Sapiens2
+    from sapiens2_stream.models import Sapiens2Network
 
     config = preset(task, size)
     with torch.device("meta"):
-        sd = Sapiens2(config).state_dict()
+        sd = Sapiens2Network(config).state_dict()
     assert infer_config(sd) == config
     assert from_transformers_config(json.loads(json.dumps(to_transformers_config(config)))) == config
 
 
 def test_preset_0_4b_matches_reference_parameter_count():
-    from sapiens2_stream.models import Sapiens2
+    from sapiens2_stream.models import Sapiens2Network
 
     with torch.device("meta"):
-        backbone = Sapiens2(preset("pretrain", "0.4b"))
-        pose = Sapiens2(preset("pose", "0.4b"))
+        backbone = Sapiens2Network(preset("pretrain", "0.4b"))
+        pose = Sapiens2Network(preset("pose", "0.4b"))
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     assert count(backbone) == 395_450_368  # the reference's 0.4b backbone
     assert count(pose) - count(backbone) == pytest.approx(30.23e6, rel=1e-3)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..models.sapiens2 import Sapiens2
+from ..models.network import Sapiens2Network
 from ..models.tasks import task_spec
 from ..processing.flip import merge_flip, with_flipped
 
@@ -26,7 +26,7 @@ class ExportGraph(nn.Module):
     """`model` as a function of ImageNet-normalised pixels [B, 3, H, W] -> a tuple of its raw outputs; with
     `flip`, each output is already the average over the input and its mirror (left and right swapped back)."""
 
-    def __init__(self, model: Sapiens2, flip: bool) -> None:
+    def __init__(self, model: Sapiens2Network, flip: bool) -> None:
         super().__init__()
         self.model, self.flip = model, flip
         self.spec = task_spec(model.task)

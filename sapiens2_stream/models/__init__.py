@@ -13,8 +13,8 @@ from .shapes import BackboneConfig, HeadConfig
 from .tasks import SIZES, TASKS, TaskSpec, hub_id, pipeline_tasks, register_task, task_spec
 
 LAZY = {  # name -> the module that holds it, imported on first use (these import torch)
-    "build_model": ".loading", "load_model": ".loading", "Sapiens2": ".sapiens2", "pose_loss": ".sapiens2",
-    "seg_loss": ".sapiens2", "make_tiny_checkpoints": ".tiny", "tiny_config": ".tiny",
+    "build_model": ".loading", "load_model": ".loading", "Sapiens2Network": ".network", "pose_loss": ".network",
+    "seg_loss": ".network", "make_tiny_checkpoints": ".tiny", "tiny_config": ".tiny",
 }  # fmt: skip
 
 
@@ -27,6 +27,6 @@ def __getattr__(name: str):
 __all__ = [
     "SIZES", "TASKS", "TaskSpec", "BackboneConfig", "HeadConfig", "ModelConfig", "hub_id", "preset", "build_model",
     "load_model", "pose_metadata", "seg_metadata", "MattingOutput", "NormalOutput", "PointmapOutput",
-    "PoseOutput", "PretrainOutput", "Sapiens2", "SegOutput", "pose_loss", "seg_loss", "make_tiny_checkpoints",
+    "PoseOutput", "PretrainOutput", "Sapiens2Network", "SegOutput", "pose_loss", "seg_loss", "make_tiny_checkpoints",
     "tiny_config", "pipeline_tasks", "register_task", "task_spec",
 ]  # fmt: skip

@@ -17,7 +17,7 @@ import torch
 from ..errors import Sapiens2StreamError
 from .checkpoint import IGNORED, check_state_dict, infer_config, to_original_keys
 from .config import ModelConfig, from_transformers_config
-from .sapiens2 import Sapiens2
+from .network import Sapiens2Network
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
@@ -138,13 +138,13 @@ def build_model(
     config: ModelConfig | None = None,
     device: torch.device | str = "cpu",
     dtype: torch.dtype | str = torch.float32,
-) -> Sapiens2:
+) -> Sapiens2Network:
     """A model with exactly these weights (original or transformers layout); config inferred if not given."""
     sd = to_original_keys(state_dict, config.task if config else None)
     config = config or infer_config(sd)
     dtype = resolve_dtype(dtype)
     with torch.device("meta"):
-        model = Sapiens2(config)
+        model = Sapiens2Network(config)
     check_state_dict(model.state_dict(), sd)
     weights = {
         k: v.to(device=device, dtype=dtype if v.is_floating_point() else v.dtype)
@@ -161,7 +161,7 @@ def load_model(
     dtype: torch.dtype | str = torch.float32,
     task: str | None = None,
     revision: str | None = None,
-) -> Sapiens2:
+) -> Sapiens2Network:
     """Load a Sapiens2 model for inference.
 
     `source`: a hub id (`facebook/sapiens2-pose-0.4b`; honours HF_HUB_OFFLINE and the HF cache), a folder with

@@ -14,7 +14,7 @@ from safetensors.torch import save_file
 
 from .checkpoint import rope_periods, split_pretrain_prefix
 from .config import ModelConfig, to_transformers_config
-from .sapiens2 import Sapiens2
+from .network import Sapiens2Network
 from .shapes import BackboneConfig
 from .tasks import TASKS, task_spec
 
@@ -27,10 +27,10 @@ def tiny_config(task: str) -> ModelConfig:
     return ModelConfig(task, TINY_BACKBONE, task_spec(task).tiny_head)
 
 
-def random_model(config: ModelConfig, seed: int = 0) -> Sapiens2:
+def random_model(config: ModelConfig, seed: int = 0) -> Sapiens2Network:
     """A randomly initialised model; tokens get small random values so they are not all zero."""
     torch.manual_seed(seed)
-    model = Sapiens2(config)
+    model = Sapiens2Network(config)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(("cls_token", "storage_tokens")):
@@ -38,7 +38,7 @@ def random_model(config: ModelConfig, seed: int = 0) -> Sapiens2:
     return model.eval()
 
 
-def released_state_dict(model: Sapiens2) -> dict[str, torch.Tensor]:
+def released_state_dict(model: Sapiens2Network) -> dict[str, torch.Tensor]:
     """The state_dict as the released files lay it out (pretrain without prefix, RoPE periods included)."""
     sd = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     b = model.config.backbone
@@ -46,7 +46,7 @@ def released_state_dict(model: Sapiens2) -> dict[str, torch.Tensor]:
     return split_pretrain_prefix(sd) if model.task == "pretrain" else sd
 
 
-def save_released(model: Sapiens2, folder: Path, name: str, with_config: bool = True) -> Path:
+def save_released(model: Sapiens2Network, folder: Path, name: str, with_config: bool = True) -> Path:
     """Write `folder/<name>.safetensors` (and config.json) as the hub lays out a release; returns the file."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.safetensors"

@@ -15,7 +15,7 @@ from ..errors import Sapiens2StreamError
 from ..io.sources import Frame
 from ..models import load_model, pipeline_tasks, task_spec
 from ..models.loading import locate_checkpoint
-from ..models.sapiens2 import Sapiens2
+from ..models.network import Sapiens2Network
 from ..processing import crop_persons, merge_flip, prepare_frames, with_flipped
 from .device import compile_model, pad_to_bucket, transfers_for
 from .results import FrameResult, Person
@@ -83,14 +83,14 @@ class InferenceEngine:
                                           f"{task}")  # fmt: skip
             self.models[task] = model
             self.sizes[task] = tuple(section.input_size or model.config.image_size)
-        self.runners = {t: compile_model(m, device) if compiled and isinstance(m, Sapiens2) else m
+        self.runners = {t: compile_model(m, device) if compiled and isinstance(m, Sapiens2Network) else m
                         for t, m in self.models.items()}  # fmt: skip
         self.flip_in_graph = {t for t, m in self.models.items() if isinstance(m, ExportedModel) and m.flip_in_graph}
         # Flip TTA mirrors back the predictor's inputs instead of its outputs when those are fewer (pose: 308
         # heatmaps from 256 features), for the tasks the table allows it.
         self.fused_flip = set()
         for task, model in self.models.items():
-            if not isinstance(model, Sapiens2):
+            if not isinstance(model, Sapiens2Network):
                 continue
             predictor = model.decode_head.predictor
             if task_spec(task).fuse_flip and not compiled and predictor.in_channels < predictor.out_channels:
@@ -101,7 +101,7 @@ class InferenceEngine:
 
     def input_dtype(self, task: str) -> torch.dtype:
         """An export takes float32 pixels whatever its precision (it casts inside); a PyTorch model its own."""
-        return self.dtype if isinstance(self.models[task], Sapiens2) else torch.float32
+        return self.dtype if isinstance(self.models[task], Sapiens2Network) else torch.float32
 
     def flip_for(self, task: str, under_load: bool) -> bool:
         if task in self.flip_in_graph:  # its graph always flips

@@ -1,11 +1,12 @@
-"""The pipeline: per-source streams around the shared stages, run as the one list `stages.STAGES` draws them.
+"""The pipeline: per-source streams around the shared stages, run in the one order `stages.base.ORDER` gives.
 
     streams (one per source: reader, waiting frames, tracker, temporal filter, smoother, sinks)
       -> take    (the planner picks the frames of the next micro-batch, fairly across sources)
       -> detect  (one detector thread)
       -> track   (each stream's tracker)
       -> infer   (one device thread: crops, batched Sapiens2 forwards, flip TTA, decoding)
-      -> each stream's writer, in frame order: temporal -> smooth -> write (sinks, then observers)
+      -> each stream's writer, in frame order: temporal -> smooth -> threed -> events -> write (sinks, observers)
+      -> across sources, once per run: triangulate -> write_3d (a calibrated group), pose2sim (at the end)
 
 Detection of the next batch overlaps inference of the current one. Files run at full batches for throughput.
 Live sources are served freshest first: frames are taken just before the models free up (so they have not aged

@@ -27,7 +27,7 @@ import torch
 from ..errors import Sapiens2StreamError
 from ..models.config import ModelConfig, head_preset
 from ..models.loading import load_model, read_safetensors
-from ..models.sapiens2 import Sapiens2
+from ..models.network import Sapiens2Network
 from ..models.shapes import scale_grid
 from ..models.tasks import SIZES, task_spec
 from ..models.tiny import TINY_BACKBONE, random_model, save_released, tiny_config
@@ -107,7 +107,7 @@ def split(data: PoseSet | DenseSet, seed: int) -> tuple:
     return tuple(out)
 
 
-def build(opts: FinetuneOptions, device: torch.device) -> tuple[Sapiens2, tuple[int, int], bool]:
+def build(opts: FinetuneOptions, device: torch.device) -> tuple[Sapiens2Network, tuple[int, int], bool]:
     """The model to train, the input size it is trained at, and whether its head is new (then it learns faster)."""
     if opts.resume:
         last = Path(opts.output) / "last"
@@ -138,7 +138,9 @@ def build(opts: FinetuneOptions, device: torch.device) -> tuple[Sapiens2, tuple[
     return model.to(device).train(), size, fresh
 
 
-def with_new_head(model: Sapiens2, task: str, seed: int, size: tuple[int, int], width: int = 1) -> Sapiens2:
+def with_new_head(
+    model: Sapiens2Network, task: str, seed: int, size: tuple[int, int], width: int = 1
+) -> Sapiens2Network:
     """A `task` model on another model's backbone (a pretrained backbone, another task's, a fresh tiny one) with
     a fresh head: the tiny one (its channels times `width`) on the tiny backbone, else the released head of the
     backbone's size. A focal-scale branch is shaped for the input size `size`."""

@@ -1,6 +1,6 @@
 """A Sapiens2 model for one task: backbone + task head, with outputs named as in the reference.
 
-`Sapiens2(config)(pixel_values)` returns a task-specific output dataclass:
+`Sapiens2Network(config)(pixel_values)` returns a task-specific output dataclass:
 pose `heatmaps`; seg `logits`; normal `normals`; pointmap `pointmaps`, `scales`; matting `alphas`,
 `foregrounds`; pretrain `last_hidden_state`, `pooler_output`. Any task can also return the normalised class
 token (`return_class_token=True`) and backbone feature maps (`feature_layers=(...)`).
@@ -20,7 +20,7 @@ from .outputs import Sapiens2Output
 from .tasks import task_spec
 
 
-class Sapiens2(nn.Module):
+class Sapiens2Network(nn.Module):
     """Backbone plus the head of `config.task`; parameter names are those of the released checkpoints."""
 
     def __init__(self, config: ModelConfig) -> None:
