@@ -463,7 +463,8 @@ class Pipeline:
             **self.times.snapshot(),
             "live_batch_sizes": dict(sorted(self.planner.live_sizes.items())),
             "threads": self.thread_census,  # by kind, as the run ended
-            "events": self.engine.events,
+            "engine_notes": self.engine.events,  # what the device thread had to do (out of memory: batch halved)
+            "events": self.engine.events,  # the old name of engine_notes, kept one release
             "errors": [{"source": label, **e} for label, src in per_source.items() for e in src["errors"]],
             **(self.cross.summary() if self.cross is not None else {}),
         }

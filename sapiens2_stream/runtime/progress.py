@@ -87,7 +87,7 @@ def format_source(summary: dict) -> list[str]:
     lines.append(f"frame age (arrival to written) p50 {age['p50']} ms, p95 {age['p95']} ms, max {age['max']} ms")
     if "error" in summary:
         lines.append(f"failed: {summary['error']}")
-    lines.extend(f"note: {e}" for e in summary["events"])
+    lines.extend(f"note: {e}" for e in summary["source_log"])
     return lines
 
 
@@ -116,7 +116,7 @@ def format_summary(summary: dict) -> str:
                      f"({t['processed_fps']} fps processed, {t['written_fps']} written)")  # fmt: skip
     for stage, v in summary["stage_ms_per_frame"].items():
         lines.append(f"  {stage:8s} p50 {v['p50']:8.1f} ms/frame   p95 {v['p95']:8.1f}")
-    lines.extend(f"note: {e}" for e in summary["events"])
+    lines.extend(f"note: {e}" for e in summary["engine_notes"])
     if summary["batch_size"]:
         lines.append("batch sizes: " + ", ".join(
             f"{k} max {v['max']} mean {v['mean']}" for k, v in summary["batch_size"].items()))  # fmt: skip

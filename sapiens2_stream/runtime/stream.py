@@ -314,7 +314,8 @@ class Stream:
             "resumed_from_frame": self.resumed.next_frame if self.resumed else None,
             "detector": detector,
             **(self.stage_run.summary() if self.stage_run is not None else {}),
-            "events": [redact(e) for e in self.source.stats.events[-10:]],
+            "source_log": (log := [redact(e) for e in self.source.stats.events[-10:]]),
+            "events": log,  # the old name of source_log, kept one release (it never held zone events)
         }
         if self.error is not None:
             summary["error"] = redact(str(self.error))
