@@ -21,7 +21,6 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from scipy.signal import correlate
 
 from ..config import DEFAULT_FPS
 from ..io.pyav import av
@@ -181,6 +180,8 @@ def audio_offsets(sounds: dict[str, tuple[np.ndarray, float]], step: float) -> d
     hop_s = ENVELOPE_HOP / AUDIO_RATE
     for name in names[1:]:
         cam_onsets, cam_start = onsets(sounds[name][0]), sounds[name][1]
+        from scipy.signal import correlate  # here: scipy.signal takes 1.4 s to import, and most runs never sync
+
         xc = correlate(ref_onsets, cam_onsets, mode="full", method="fft")
         best = int(np.argmax(xc))
         vertex = 0.0
