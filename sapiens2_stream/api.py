@@ -42,7 +42,7 @@ import numpy as np
 
 from .config import DEFAULT_FPS, ApiOptions, config_from, from_dict, parse_yaml, set_value, temporal_outputs
 from .errors import Sapiens2StreamError
-from .io.jsonl import record
+from .io.records import jsonl_record
 from .io.sink import best_keypoints
 from .io.sources import Feed, forget_feed, register_feed
 from .models.metadata import pose_metadata
@@ -81,7 +81,7 @@ class Result:
 
     def to_dict(self) -> dict:
         """Exactly the JSONL record of this frame."""
-        return record(self.raw, self.source, self.models)
+        return jsonl_record(self.raw, self.source, self.models)
 
     def plot(self, draw: tuple[str, ...] = ("pose", "boxes", "seg"), threshold: float = 0.3) -> np.ndarray:
         """The annotated picture (RGB), as the video output draws it; needs keep_frames=True."""

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import cv2
 
-from .sink import METRE_DIGITS, PTS_DIGITS, SCORE_DIGITS, Sink, rounded, rounded_points, seg_counts
+from .records import jsonl_record
+from .sink import Sink
 
 
 class JsonlSink(Sink):
@@ -22,11 +23,8 @@ class JsonlSink(Sink):
         self.source_id = source_id
         self.model_ids = model_ids
 
-    def record(self, result) -> dict:
-        return record(result, self.source_id, self.model_ids)
-
     def write(self, result) -> None:
-        write_line(self.fd, self.record(result))
+        write_line(self.fd, jsonl_record(result, self.source_id, self.model_ids))
 
     def close(self) -> None:
         os.close(self.fd)
@@ -82,29 +80,3 @@ def parse_lines(data: bytes) -> tuple[list[dict], int]:
             break
         good_end = pos = end + 1
     return records, good_end
-
-
-def record(result, source_id: str, model_ids: dict[str, str]) -> dict:
-    """A result as its JSONL line's object (the Python API's `Result.to_dict()` too)."""
-    frame = result.frame
-    rec = {
-        "source": source_id, "frame": frame.index, "pts": round(frame.pts_s, PTS_DIGITS),
-        "wall": round(frame.wall_s, 3), "models": model_ids, "flip": result.flip,
-        "people": [
-            {
-                "track_id": p.track_id, "box": rounded(p.box), "score": round(float(p.score), 4),
-                "keypoints": rounded(p.keypoints), "keypoint_scores": rounded(p.keypoint_scores, SCORE_DIGITS),
-                "keypoints_smoothed": rounded(p.smoothed),
-                **({} if getattr(p, "keypoints_3d", None) is None else {
-                    "keypoints_3d": rounded_points(p.keypoints_3d, METRE_DIGITS), "keypoints_3d_frame": "camera",
-                    "keypoints_3d_confidence": rounded(p.keypoints_3d_confidence, SCORE_DIGITS)}),
-                **({"extra": p.extra} if getattr(p, "extra", None) else {}),  # what users' stages added
-            }
-            for p in result.people
-        ],
-    }  # fmt: skip
-    if result.seg is not None:
-        rec["seg_pixels"] = seg_counts(result.seg)
-    if getattr(result, "extra", None):
-        rec["extra"] = result.extra  # what users' stages added to the frame
-    return rec

@@ -26,12 +26,10 @@ import os
 import ssl
 from pathlib import Path
 
-import numpy as np
-
 from ..config import MqttOutput, MqttTls
 from ..errors import Sapiens2StreamError
-from ..models.metadata import pose_metadata
-from .sink import Sink, best_keypoints, rounded, seg_counts
+from .records import mqtt_message
+from .sink import Sink, rounded
 
 log = logging.getLogger("sapiens2_stream")
 
@@ -154,7 +152,6 @@ class MqttSink(Sink):
         self.topic, self.frames_topic, self.events_topic = topic, f"{topic}/frames", f"{topic}/events"
         self.counted: dict[str, object] = {}  # the zone occupancies and line counts last published (retained)
         self.keypoints = client.cfg.keypoints
-        self.coco = list(pose_metadata().coco17)
         self.tracks: dict[int, dict] = {}  # open tracks: first and last time and box
         self.sent = self.dropped = 0
         source.listeners.append(self._source_event)
@@ -177,17 +174,6 @@ class MqttSink(Sink):
         if track is not None:
             self._event("track_ended", track_id=track_id, reason=reason, **track)
 
-    def person(self, p) -> dict:
-        out = {"track_id": p.track_id, "box": rounded(p.box), "score": round(float(p.score), 4)}
-        kp = best_keypoints(p)
-        if self.keypoints != "none" and kp is not None:
-            index = self.coco if self.keypoints == "coco17" else slice(None)
-            xy, sc = np.asarray(kp)[index], np.asarray(p.keypoint_scores)[index]
-            out["keypoints"] = np.round(np.column_stack([xy, sc]), 3).tolist()  # [x, y, score], smoothed px
-        if getattr(p, "extra", None):
-            out["extra"] = p.extra  # what users' stages added
-        return out
-
     def write(self, result) -> None:
         frame = result.frame
         for track_id in result.ended_tracks:
@@ -199,13 +185,7 @@ class MqttSink(Sink):
                 self._event("track_started", track_id=p.track_id, pts=round(frame.pts_s, 6), box=box)
             self.tracks[p.track_id].update(last_pts=round(frame.pts_s, 6), last_box=box)
             self.tracks[p.track_id]["frames"] += 1
-        message = {"source": self.name, "frame": frame.index, "pts": round(frame.pts_s, 6),
-                   "wall": round(frame.wall_s, 3), "people": [self.person(p) for p in result.people]}  # fmt: skip
-        if result.seg is not None:
-            message["seg_pixels"] = seg_counts(result.seg)
-        if getattr(result, "extra", None):
-            message["extra"] = result.extra
-        self._send(self.frames_topic, message)
+        self._send(self.frames_topic, mqtt_message(result, self.name, self.keypoints))
         for event in result.events:  # zones, lines, poses (the events: section)
             self._send(self.events_topic, {"event": event["kind"], **event}, qos=1)
         if result.events and result.event_rules is not None:  # the counts, retained: a new subscriber sees them
