@@ -247,3 +247,25 @@ def test_a_new_task_entry_runs_trains_and_exports(tmp_path, clip):
     assert said["scores"] == ["iou", "mse", "sad"] and said["passed"] and said["frames"] == 20
     assert said["validate"] == ["take", "detect", "track", "infer", "smooth", "write"]
     assert (tmp_path / "onnx" / "parity.json").is_file() and (tmp_path / "run" / "results.jsonl").is_file()
+
+
+class Breaks:
+    """An output of one's own with a bug: it raises at frame 3."""
+
+    def open(self, folder, append):
+        return None
+
+    def write(self, state, result) -> None:
+        if result.frame.index == 3:
+            raise ValueError("no such column")
+
+
+def test_an_output_of_yours_that_raises_is_said_once_and_the_others_go_on(tmp_path, tiny_dir, clip, caplog):
+    out = tmp_path / "out"
+    cfg = config(tiny_dir, clip, out, outputs={"sinks": [{"name": "bad", "use": "tests.test_extending:Breaks"}]})
+    summary = Pipeline(cfg).run()
+    assert len(read_jsonl(out / "results.jsonl")) == 20  # the built-in outputs are complete
+    said = [r.getMessage() for r in caplog.records if "outputs.sinks" in r.getMessage()]
+    assert len(said) == 1 and "'bad' failed at frame 3: ValueError: no such column" in said[0]
+    assert summary["sources"]["pipeline"]["outputs"]["bad"] == {"failed_at_frame": 3,
+                                                                 "error": "ValueError: no such column"}

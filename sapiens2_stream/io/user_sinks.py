@@ -4,15 +4,19 @@ The class is made once with its options (as users' stages are) and opens a state
 `open(folder, append) -> state` (the output folder, or each segment folder with outputs.segment_s; `append`: a
 --resume continuing the file there), `write(state, result)` for every result in frame order, `close(state)` once
 per folder. Being made where the built-in files are, it is fenced on a fleet, rolled with the segments and
-continued by --resume like them.
+continued by --resume like them. One that raises while writing is said once and written no more for that source
+(its `close` still runs); the built-in outputs go on, and the summary's `outputs` names the frame and the error.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from ..errors import Sapiens2StreamError
-from .sink import Sink
+from .sink import Fenced, Sink
+
+log = logging.getLogger("sapiens2_stream")
 
 
 class UserSink(Sink):
@@ -22,12 +26,25 @@ class UserSink(Sink):
         for part in ("open", "write"):
             if not callable(getattr(output, part, None)):
                 raise Sapiens2StreamError(f"outputs.sinks {name!r}: {type(output).__name__} has no {part}()")
-        self.output, self.name = output, name
+        self.output, self.name, self.kind = output, name, name
         self.redraw = bool(getattr(output, "redraw", False))
         self.state = output.open(folder, append)
+        self.failure: dict | None = None
 
     def write(self, result) -> None:
-        self.output.write(self.state, result)
+        if self.failure is not None:
+            return
+        try:
+            self.output.write(self.state, result)
+        except Fenced:
+            raise
+        except Exception as e:
+            self.failure = {"failed_at_frame": result.frame.index, "error": f"{type(e).__name__}: {e}"}
+            log.error(f"outputs.sinks {self.name!r} failed at frame {result.frame.index}: {type(e).__name__}: {e} "
+                      "(written no more for this source; the other outputs go on)")
+
+    def stats(self) -> dict | None:
+        return self.failure
 
     def close(self) -> None:
         closer = getattr(self.output, "close", None)
