@@ -274,8 +274,8 @@ ModelsConfig = dataclass(dataclasses.make_dataclass(
 class SmoothingConfig:
     """Keypoint smoothing per track, in a run and in `track.smooth_keypoints` alike (the defaults live here only)."""
 
-    method: Literal["none", "kalman", "adaptive", "rts", "one_euro"] = "adaptive"  # see the README's "Tracks and
-    # smoothing": adaptive (IMM of a steady and a turning filter) is the default everywhere
+    method: Literal["none", "kalman", "adaptive", "rts", "one_euro"] = "adaptive"  # see the site's page "Tracks,
+    # smoothing and steady video": adaptive (IMM of a steady and a turning filter) is the default everywhere
     params: dict[str, float] = field(default_factory=dict)  # the method's parameters (see the smoothing docs)
     min_score: AtLeast0 = 0.3  # keypoints below this predict only
 
@@ -302,7 +302,7 @@ class TemporalParameters:
 TemporalConfig = dataclass(dataclasses.make_dataclass(
     "TemporalConfig", [(spec.temporal.key, Mode, "auto") for spec in pipeline_tasks() if spec.temporal],
     bases=(TemporalParameters,),
-    namespace={"__module__": __name__, "__doc__": """The temporal filter (the README's "Steady video"): per output
+    namespace={"__module__": __name__, "__doc__": """The temporal filter (the site's "Steady video"): per output
     `auto` (on for live sources and videos, off for photo folders), `on` or `off`; the parameters are shared by all
     of them."""},
 ))  # fmt: skip
@@ -326,7 +326,7 @@ class ServerTls:
 
 @dataclass
 class ConsoleConfig:
-    """The web console: live views, status, sources added and removed while running (see the README)."""
+    """The web console: live views, status, sources added and removed while running (the site's page "The console")."""
 
     port: Port | None = None  # None: no console (--console PORT)
     host: str = "127.0.0.1"  # only this machine; any other host needs token_env
@@ -426,7 +426,8 @@ class MqttOutput:
     topic: str = "sapiens2/{source}"  # messages go to TOPIC/frames and TOPIC/events
     status_topic: str = "sapiens2/status"  # retained online / offline (the last will)
     qos: Literal[0, 1, 2] = 1  # MQTT delivery guarantee
-    keypoints: Literal["coco17", "all", "none"] = "coco17"  # all: the 308 keypoints
+    keypoints: Literal["coco17", "all", "none"] = "coco17"  # in each frame message: COCO's 17, all 308, or none
+    # (boxes only), as [x, y, score]
     username: str | None = None  # the broker's user, if it asks for one
     password_env: str | None = None  # the name of the environment variable that holds the password
     queue: Count = 1000  # messages waiting for the broker; more are dropped (counted), never waited for
@@ -535,7 +536,7 @@ class ThreeDConfig:
 
 @dataclass
 class FleetConfig:
-    """`run --ray`: the cameras of `sources:` spread over Ray workers (see the README's fleet section)."""
+    """`run --ray`: the cameras of `sources:` spread over Ray workers (the site's page "Batch jobs and the fleet")."""
 
     workers: Count | Literal["auto"] = "auto"  # auto: one per GPU of the cluster; without GPUs one per
     # cpus_per_worker
