@@ -4,8 +4,9 @@ The class is made once with its options (as users' stages are) and opens a state
 `open(folder, append) -> state` (the output folder, or each segment folder with outputs.segment_s; `append`: a
 --resume continuing the file there), `write(state, result)` for every result in frame order, `close(state)` once
 per folder. Being made where the built-in files are, it is fenced on a fleet, rolled with the segments and
-continued by --resume like them. One that raises while writing is said once and written no more for that source
-(its `close` still runs); the built-in outputs go on, and the summary's `outputs` names the frame and the error.
+continued by --resume like them. One that raises while writing is said once and written no more into that folder
+(its `close` still runs; with outputs.segment_s the next segment opens it afresh); the built-in outputs go on, and
+without segments the summary's `outputs` names the frame and the error.
 """
 
 from __future__ import annotations
