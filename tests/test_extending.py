@@ -208,6 +208,8 @@ def test_the_pose2sim_project_is_made_wherever_the_pipeline_runs(tmp_path, tiny_
 NEW_TASK = '''
 import dataclasses, json, sys
 from pathlib import Path
+import torch
+torch.set_num_threads(1)  # one core: the suite's other process keeps the other (its live tests time themselves)
 from sapiens2_stream.models.tasks import register_task, task_spec
 # the one thing a new task of a known kind needs: its entry in the table (here: a person's mask, matting's kind)
 register_task(dataclasses.replace(task_spec("matting"), name="silhouette", architecture="Sapiens2ForSilhouette",
@@ -237,11 +239,13 @@ def test_a_new_task_entry_runs_trains_and_exports(tmp_path, clip):
     finetune trains it (matting's data, loss and scores, by its `truth`), export-model gates it (the alpha
     measure), and a pipeline with `models.silhouette` runs it."""
     import json
+    import os
     import subprocess
     import sys
 
+    one_core = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", NEW_TASK, str(tmp_path), str(clip)], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)  # fmt: skip
+                          timeout=600, cwd=ROOT, env={**os.environ, **one_core})  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     said = json.loads(done.stdout.strip().splitlines()[-1])
     assert said["scores"] == ["iou", "mse", "sad"] and said["passed"] and said["frames"] == 20
