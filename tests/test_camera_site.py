@@ -116,7 +116,8 @@ def test_a_camera_down_at_start_is_tried_while_the_other_runs(tmp_path, tiny_dir
         wait_until(lambda: health(metrics)[0] == 200, 20, "/healthz 200 with both cameras up")
         server_b.kill()
         server_b.wait()
-        wait_until(lambda: health(metrics)[1].get("not_connected") == {"b": "reconnecting"}, 30, "b reconnecting")
+        # (block policy: the reader first drains what the socket still holds at the models' pace, slow on a busy host)
+        wait_until(lambda: health(metrics)[1].get("not_connected") == {"b": "reconnecting"}, 90, "b reconnecting")
         time.sleep(2.0)
         assert proc.poll() is None  # a camera down is never the end of the run
         assert lines(out / "a" / "results.jsonl") > before_b  # a went on all along
