@@ -14,10 +14,10 @@ import numpy as np
 
 from benchmarks.common import print_table
 from sapiens2_stream.api import Sapiens2
-from sapiens2_stream.config import config_from
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.models import make_tiny_checkpoints
 from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.runtime.pipeline_config import config_from
 
 FRAMES = 60
 

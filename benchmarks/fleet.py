@@ -24,9 +24,10 @@ import time
 from pathlib import Path
 
 from benchmarks.common import DEVICE, LIVE_S, peak_rss_mb
-from sapiens2_stream.config import PipelineConfig, from_dict
+from sapiens2_stream.config import from_dict
 from sapiens2_stream.models import make_tiny_checkpoints
 from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 
 CAMERAS, FPS = 4, 8
 

@@ -18,10 +18,11 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common import DEVICE, LIVE_S, steady_rate
-from sapiens2_stream.config import PipelineConfig, from_dict, load_config
+from sapiens2_stream.config import from_dict
 from sapiens2_stream.io.synthetic import record_lavfi
 from sapiens2_stream.models import make_tiny_checkpoints
 from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.runtime.pipeline_config import PipelineConfig, load_config
 
 SIZE = "320x240"
 

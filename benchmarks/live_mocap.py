@@ -23,9 +23,10 @@ FPS, SECONDS, DIES_AT_S, CAMERAS, PEOPLE = 30, 8, 4, 8, 4
 
 def measure() -> dict:
     from benchmarks.triangulate import people
-    from sapiens2_stream.config import PipelineConfig, from_dict
+    from sapiens2_stream.config import from_dict
     from sapiens2_stream.fleet.mocap import MocapHub
     from sapiens2_stream.runtime.live_mocap import triangulation_group
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from sapiens2_stream.threed.calibration import write_calibration
     from tests import scenes3d as S
 

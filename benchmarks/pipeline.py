@@ -15,7 +15,7 @@ import av
 import numpy as np
 import torch
 
-from sapiens2_stream.config import PipelineConfig, from_dict
+from sapiens2_stream.config import from_dict
 from sapiens2_stream.detect import make_detector
 from sapiens2_stream.io.outputs import SinkSetup, make_sinks
 from sapiens2_stream.io.sources import Frame, Source
@@ -23,7 +23,9 @@ from sapiens2_stream.io.synthetic import figure_box, make_clip
 from sapiens2_stream.io.video_feed import VideoFeed
 from sapiens2_stream.models import pose_metadata
 from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 from sapiens2_stream.runtime.results import FrameResult, Person
+from sapiens2_stream.runtime.stages.write import sink_inputs
 from sapiens2_stream.track import OnlineSmoother, Tracker
 
 FRAMES, SIZE, PEOPLE = 8, (240, 320), 2
@@ -60,7 +62,7 @@ def naive_loop(cfg: PipelineConfig) -> float:
     model = Sapiens2ForPoseEstimation.from_pretrained(cfg.models.pose.source).eval()
     pairs = torch.tensor(pose_metadata().flip_pairs)
     detector, tracker, smoother = make_detector(cfg.detector), Tracker(cfg.tracker), OnlineSmoother()
-    sinks = make_sinks(cfg, Source(cfg.source), SinkSetup(VideoFeed(), on_quit=lambda: None))
+    sinks = make_sinks(cfg.outputs, sink_inputs(cfg), Source(cfg.source), SinkSetup(VideoFeed(), on_quit=lambda: None))
     with av.open(cfg.source.uri) as container:
         for index, vf in enumerate(container.decode(video=0)):
             frame = Frame(index, float(vf.time), time.time(), vf.to_ndarray(format="rgb24"))

@@ -73,10 +73,11 @@ EVENTS = {"zones": {"left": {"polygon": [[0, 0], [0.5, 0], [0.5, 1], [0, 1]], "a
 
 
 def soak(minutes: float, out: Path, every_s: float, every_stage: bool = False) -> dict:
-    from sapiens2_stream.config import PipelineConfig, from_dict
+    from sapiens2_stream.config import from_dict
     from sapiens2_stream.console.pipeline_backend import PipelineConsole
     from sapiens2_stream.models import make_tiny_checkpoints
     from sapiens2_stream.runtime.pipeline import Pipeline
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     broker, mqtt_port = start_broker(work)

@@ -17,10 +17,11 @@ from pathlib import Path
 
 def walk() -> dict:
     import sapiens2_stream
-    from sapiens2_stream.config import PipelineConfig, from_dict
+    from sapiens2_stream.config import from_dict
     from sapiens2_stream.io.synthetic import make_clip
     from sapiens2_stream.models import make_tiny_checkpoints
     from sapiens2_stream.runtime.pipeline import Pipeline
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 
     package = str(Path(sapiens2_stream.__file__).parent) + "/"
     calls: dict[int, list[str]] = {}

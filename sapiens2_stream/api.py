@@ -37,18 +37,41 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
-from .config import DEFAULT_FPS, ApiOptions, config_from, from_dict, parse_yaml, set_value, temporal_outputs
+from .config import DEFAULT_FPS, Mode, Switch, from_dict, parse_yaml, section, set_value
 from .errors import Sapiens2StreamError
 from .io.records import jsonl_record
 from .io.sink import best_keypoints
 from .io.sources import Feed, forget_feed, register_feed
 from .models.metadata import pose_metadata
 from .models.tasks import hub_id
+from .runtime.options import temporal_outputs
 from .runtime.pipeline import Pipeline, load_models
+from .runtime.pipeline_config import config_from
 from .runtime.results import FrameResult
+
+
+@section
+class ApiOptions:
+    """The Python API's keyword options (`sapiens2_stream.stream(source, **options)`, `Sapiens2(...)`): the settings
+    people change most, each a shortcut to YAML keys."""
+
+    tasks: list[str] | None = None  # the tasks to run (default: the pipeline's models, else pose)
+    size: str = "0.4b"  # the released size of their models (hub ids)
+    pipeline: str | None = None  # a pipeline YAML to start from
+    models: dict[str, str | dict[str, Any]] = field(default_factory=dict)  # task -> hub id, folder or file
+    # (models.<task>.source), or the whole models.<task> section (source, runtime, flip, ...)
+    device: str | None = None  # runtime.device
+    detector: str | dict[str, Any] | None = None  # detector.type, or the whole detector section
+    flip: Mode | None = None  # models.<task>.flip for every task
+    smoothing: Literal["none", "kalman", "adaptive", "rts", "one_euro"] | None = None  # smoothing.method
+    temporal: Switch | dict[str, Any] | None = None  # true: every output of the tasks that run steadied; false: none;
+    # or the whole temporal section
+    threed: Switch | Literal["auto"] | dict[str, Any] | None = None  # threed.enabled, or the whole threed section
+    set: dict[str, Any] = field(default_factory=dict)  # any other YAML key: {"dotted.key": value}
 
 END = object()
 NOTHING_WRITTEN = {  # output=None: the sinks that would write files stay off
@@ -311,7 +334,7 @@ def predict(images, *, tasks=None, size: str = "0.4b", pipeline: str | None = No
 
 
 def options_to_data(tasks, size: str, pipeline: str | None, options: dict) -> dict:
-    """YAML-shaped data from a pipeline file and the keyword options (checked against `config.ApiOptions`)."""
+    """YAML-shaped data from a pipeline file and the keyword options (checked against `ApiOptions`)."""
     try:
         named = {"tasks": None if tasks is None else list(tasks), "size": size, "pipeline": pipeline}
         given = from_dict(ApiOptions, {**options, **named})
@@ -327,8 +350,8 @@ def options_to_data(tasks, size: str, pipeline: str | None, options: dict) -> di
         data["models"] = {task: {**(data.get("models") or {}).get(task, {}), "source": hub_id(task, size)}
                           for task in tasks}  # fmt: skip
     models = data.setdefault("models", {})
-    for task, section in given.models.items():
-        models.setdefault(task, {}).update(section if isinstance(section, dict) else {"source": section})
+    for task, model in given.models.items():
+        models.setdefault(task, {}).update(model if isinstance(model, dict) else {"source": model})
     if given.flip is not None:
         for model in models.values():
             model["flip"] = given.flip

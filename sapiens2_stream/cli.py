@@ -125,7 +125,7 @@ def run_on_fleet(config, address: str, progress: bool) -> dict:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .config import load_config
+    from .runtime.pipeline_config import load_config
 
     console = [f"runtime.console.port={args.console}"] if args.console is not None else []
     config = load_config(args.pipeline, [*args.set, *console], args.source, args.output)
@@ -152,8 +152,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
     """Many videos, each written to OUTPUT/<name>/ exactly as `run` writes it; resumable through a manifest."""
     from tqdm import tqdm
 
-    from .config import load_config
     from .runtime.batch_jobs import expand_inputs, run_batch
+    from .runtime.pipeline_config import load_config
 
     videos = expand_inputs(args.inputs)
     config = load_config(args.pipeline, args.set, str(videos[0]), args.output)
@@ -193,8 +193,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Every configuration error `run` would give before its first frame, by the same checks (`check_run`),
     without loading a model, connecting a camera or a broker, or writing anything; then the stages in order."""
-    from .config import load_config
     from .runtime.pipeline import check_run
+    from .runtime.pipeline_config import load_config
 
     config = load_config(args.pipeline, args.set, args.source, args.output)
     stages = check_run(config)
@@ -230,9 +230,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """The whole pipeline offline: a clip of synthetic people and the toy models trained on such people."""
-    from .config import PipelineConfig, from_dict
+    from .config import from_dict
     from .humans.clips import crossing, write_clip
     from .models.toy import toy_model
+    from .runtime.pipeline_config import PipelineConfig
 
     out = Path(args.output)
     source, boxes = args.source, None

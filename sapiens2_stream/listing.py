@@ -28,8 +28,8 @@ def rows(kind: str) -> list[tuple[str, str, str, str, str]]:
     if kind == "sources":
         from .io.sources import SOURCE_KINDS
 
-        return [(name, "live" if live else "whole", "take stage", "source", doc)
-                for name, (live, doc) in SOURCE_KINDS.items()]  # fmt: skip
+        return [(name, "live" if kind.live else "whole", "take stage", "source", kind.doc)
+                for name, kind in SOURCE_KINDS.items()]  # fmt: skip
     from .models.tasks import TASKS
 
     return [(t.name, "crops" if t.per_person else "frames" if t.in_pipeline else "none", "infer stage",

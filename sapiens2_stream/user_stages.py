@@ -6,10 +6,41 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from dataclasses import field
 from pathlib import Path
+from typing import Annotated, Any
 
-from .config import StageConfig, from_dict
+from pydantic import Field
+
+from .config import (
+    from_dict,
+    section,
+)
 from .errors import Sapiens2StreamError
+
+
+@section
+class StageConfig:
+    """One of your own stages (`stages:`): a class with open(source) -> state, __call__(state, result), close(state)
+    (see the site's page "Your own stages")."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]  # the stage's name (times, errors)
+    use: str  # module:Class (importable) or path/to/file.py:Class
+    after: str = "events"  # the stage it follows: infer, temporal, smooth, threed, events, write or one of yours
+    options: dict[str, Any] = field(default_factory=dict)  # given to the class: Class(**options), or Class(options)
+    # checked against its `Options` dataclass / model when it has one
+
+
+@section
+class SinkConfig:
+    """One of your own outputs (`outputs.sinks`): a class with open(folder, append) -> state, write(state, result)
+    and close(state) (see the site's page "Your own stages"). It writes into the output folder like the built-in
+    files: into each segment folder with outputs.segment_s, continued by --resume (append), fenced on a fleet."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]  # the output's name (errors, `list sinks`)
+    use: str  # module:Class (importable) or path/to/file.py:Class
+    options: dict[str, Any] = field(default_factory=dict)  # given to the class: Class(**options), or Class(options)
+    # checked against its `Options` dataclass / model when it has one
 
 
 def stage_object(cfg: StageConfig, where: str):

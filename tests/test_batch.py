@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sapiens2_stream.config import load_config
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.runtime.batch_jobs import expand_inputs, output_names, run_batch
+from sapiens2_stream.runtime.pipeline_config import load_config
 from tests.test_pipeline import assert_same_records, read_jsonl
 
 

@@ -26,9 +26,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from sapiens2_stream.config import config_from
 from sapiens2_stream.errors import Sapiens2StreamError, redact
 from sapiens2_stream.io.synthetic import make_clip
+from sapiens2_stream.runtime.pipeline_config import config_from
 from tests.test_integrations import MOSQUITTO, Subscriber, needs_mosquitto, start_broker, wait_until
 from tests.test_pipeline import SMALL, free_port, start_rtsp_server, video_times, wait_for_port
 from tests.tls import make_ca, make_server_cert
@@ -370,7 +370,7 @@ def verify(secret: bytes, headers: dict, body: bytes) -> bool:
 
 
 def test_signed_webhooks_over_https_verify_and_a_tampered_body_does_not(tmp_path, monkeypatch, caplog):
-    from sapiens2_stream.config import WebhooksOutput
+    from sapiens2_stream.io.options import WebhooksOutput
     from sapiens2_stream.io.webhooks import WebhookSink
 
     ca = make_ca(tmp_path)

@@ -50,7 +50,8 @@ def test_reading_a_pipeline_file_loads_no_torch():
     """`validate`, `--help` and a configuration error answer without loading torch: the task table, the YAML schema
     and the command line read no model code."""
     code = (
-        "import sys; from sapiens2_stream.config import load_config; from sapiens2_stream.cli import build_parser; "
+        "import sys; from sapiens2_stream.runtime.pipeline_config import load_config; "
+        "from sapiens2_stream.cli import build_parser; "
         "build_parser(); print(sorted(m for m in ('torch', 'av', 'ultralytics') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

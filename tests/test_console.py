@@ -349,8 +349,8 @@ def test_a_source_without_its_own_video_is_drawn_and_encoded_only_while_watched(
 
 
 def test_the_live_view_sink_encodes_only_while_someone_watches():
-    from sapiens2_stream.config import VideoOutput
     from sapiens2_stream.console.live import LiveTap
+    from sapiens2_stream.io.options import VideoOutput
     from sapiens2_stream.io.sources import Frame
     from sapiens2_stream.io.video_feed import VideoFeed
     from sapiens2_stream.io.video_sinks import LiveViewSink

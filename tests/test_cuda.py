@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from sapiens2_stream.config import ModelSection
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.runtime.device import CudaTransfers
 from sapiens2_stream.runtime.engine import InferenceEngine
+from sapiens2_stream.runtime.options import ModelSection
 from sapiens2_stream.runtime.results import Person
 from tests.test_engine import ReplayingModel, assert_same_people
 

@@ -22,9 +22,8 @@ def yaml_reference() -> str:
 
 def leaf_keys(cls, prefix=""):
     """Every key of the pipeline YAML's schema that holds a value (not a section), dotted."""
-    from sapiens2_stream import config
 
-    hints = typing.get_type_hints(cls, vars(config))
+    hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         key = f.metadata.get("alias", f.name)  # as the YAML spells it (events.lines.NAME.in)
         inner = [a for a in (hints[f.name], *typing.get_args(hints[f.name])) if dataclasses.is_dataclass(a)]
@@ -36,7 +35,7 @@ def leaf_keys(cls, prefix=""):
 
 
 def test_the_yaml_reference_lists_every_key_with_its_type_default_and_meaning():
-    from sapiens2_stream.config import PipelineConfig
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 
     rows = {}
     for line in yaml_reference().splitlines():

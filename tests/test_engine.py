@@ -17,8 +17,8 @@ def assert_same_people(expected, got):
 
 
 def test_out_of_memory_splits_the_batch(tiny_dir):
-    from sapiens2_stream.config import ModelSection
     from sapiens2_stream.io.sources import Frame
+    from sapiens2_stream.runtime.options import ModelSection
 
     engine = InferenceEngine({"pose": ModelSection(str(tiny_dir["pose"]), input_size=[64, 48])}, torch.device("cpu"),
                              torch.float32)  # fmt: skip
@@ -42,9 +42,9 @@ def test_out_of_memory_splits_the_batch(tiny_dir):
 def test_compiled_bucketed_path_gives_the_same_outputs(tiny_dir):
     """The GPU path's torch.compile (static shapes, batches padded to buckets), compiled for real on CPU:
     outputs for the real items are unchanged by the padding. (About 45 s of compilation.)"""
-    from sapiens2_stream.config import ModelSection
     from sapiens2_stream.io.sources import Frame
     from sapiens2_stream.runtime.device import bucket_size
+    from sapiens2_stream.runtime.options import ModelSection
 
     assert [bucket_size(n) for n in (1, 3, 5, 9, 33, 100)] == [1, 4, 8, 16, 64, 100]
     cfg = {"pose": ModelSection(str(tiny_dir["pose"]), input_size=[64, 48], flip="on")}
@@ -78,8 +78,8 @@ class ReplayingModel:
 def test_graph_outputs_survive_the_next_replay_in_split_and_chunked_batches(tiny_dir):
     """The compiled path (bucketed, CUDA graphs on a GPU) with a stand-in that reuses its output buffers as a
     replay does: an out-of-memory split and batches in several chunks still give each frame its own results."""
-    from sapiens2_stream.config import ModelSection
     from sapiens2_stream.io.sources import Frame
+    from sapiens2_stream.runtime.options import ModelSection
 
     cfg = {"pose": ModelSection(str(tiny_dir["pose"]), input_size=[64, 48], max_batch=4, flip="off"),
            "matting": ModelSection(str(tiny_dir["matting"]), input_size=[64, 48], max_batch=2, flip="off")}  # fmt: skip

@@ -68,9 +68,9 @@ def test_every_model_call_runs_on_one_device_thread_across_runs(tmp_path, tiny_d
 
 
 def test_a_batch_uploads_once_launches_every_task_then_copies_and_synchronises_once(tiny_dir):
-    from sapiens2_stream.config import ModelSection
     from sapiens2_stream.io.sources import Frame
     from sapiens2_stream.runtime.engine import InferenceEngine
+    from sapiens2_stream.runtime.options import ModelSection
     from sapiens2_stream.runtime.results import Person
 
     models = {t: ModelSection(str(tiny_dir[t]), input_size=[64, 48], flip="on") for t in ("pose", "seg", "matting")}

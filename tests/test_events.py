@@ -277,7 +277,9 @@ def test_a_zone_in_metres_on_the_floor():
 
 def test_each_camera_may_have_its_own_rules():
     """`events:` under a source replaces the pipeline's for that camera (each has its own picture)."""
-    from sapiens2_stream.config import EventsConfig, PipelineConfig, from_dict
+    from sapiens2_stream.config import from_dict
+    from sapiens2_stream.events.options import EventsConfig
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 
     door = {"lines": {"door": {"points": [[0.5, 0], [0.5, 1]]}}}
     bay = {"zones": {"bay": {"polygon": [[0, 0], [1, 0], [1, 1]]}}}
@@ -415,7 +417,7 @@ def test_webhooks_deliver_every_event_once_across_a_receiver_restart():
     import time
     from types import SimpleNamespace
 
-    from sapiens2_stream.config import WebhooksOutput
+    from sapiens2_stream.io.options import WebhooksOutput
     from sapiens2_stream.io.webhooks import WebhookSink
 
     receiver = Receiver()

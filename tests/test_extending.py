@@ -1,7 +1,7 @@
 """The kata of issue 46: extending the tool is one new file plus at most one line in the order list.
 
 - a built-in stage registered after `smooth` (a joint-angles-like one) lands before `threed`, whatever order its
-  file registers in, and its fields reach the JSONL;
+  file registers in, and its fields reach the JSONL; its options class is its section of the YAML;
 - a one-file CSV output (`examples/people_csv_sink.py`) gets the segments, --resume's appending and a fleet
   worker's fence as the built-in files do;
 - every component kind can be listed (`sapiens2-stream list ...`).
@@ -12,16 +12,23 @@ from __future__ import annotations
 import csv
 import time
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
+import pydantic
 import pytest
+from pydantic import Field
 
+from sapiens2_stream import config as kit
 from sapiens2_stream.cli import main
-from sapiens2_stream.config import PipelineConfig, from_dict
+from sapiens2_stream.config import from_dict, section
+from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.io.sink import Fenced
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.runtime.pipeline_config import PipelineConfig, assembled_config
 from sapiens2_stream.runtime.stages import REGISTRY, base, register_stage
+from sapiens2_stream.schema import field_comments
 from tests.conftest import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +100,57 @@ def test_validate_prints_the_stage_in_its_place(tmp_path, tiny_dir, clip, lean_s
                                                         "joint_angles -> write")  # fmt: skip
 
 
+@section
+class LeanOptions:
+    """The trunk's lean (`joint_angles:`)."""
+
+    digits: Annotated[int, Field(ge=0, le=6)] = 3  # decimals of the lean, in degrees
+
+
+class LeanWithOptions(Lean):
+    """`Lean` with keys of its own: it names its section, whose options class its package declares
+    (`@section(key="joint_angles")`, in the package's light `options` module); it reads only its section."""
+
+    section = "joint_angles"
+
+    def open(self, stream) -> LeanOptions:
+        return stream.cfg.joint_angles
+
+    def __call__(self, state: LeanOptions, result) -> None:
+        super().__call__(state, result)
+        for person in result.people:
+            person.extra["lean"] = round(person.extra["lean"], state.digits)
+
+
+def test_a_built_in_stage_with_options_gets_its_section_in_the_yaml(tmp_path, tiny_dir, clip, monkeypatch):
+    """A declared section is a section of the YAML: the configuration assembled from the declarations takes it
+    (validated, with the did-you-mean of every section), the JSON Schema describes it from the class's comments,
+    and the stage reads it."""
+    monkeypatch.setattr(kit, "SECTIONS", dict(kit.SECTIONS))  # as `@section(key="joint_angles")` would, for now
+    kit.declare("joint_angles", LeanOptions)
+    config_class = assembled_config()
+    assert config_class().joint_angles == LeanOptions()
+    with pytest.raises(Sapiens2StreamError, match=r"unknown key 'joint_angles.digit' \(did you mean 'digits'\?\)"):
+        from_dict(config_class, {"joint_angles": {"digit": 1}})
+    with pytest.raises(Sapiens2StreamError, match=r"joint_angles.digits must be at most 6, got 9"):
+        from_dict(config_class, {"joint_angles": {"digits": 9}})
+    schema = pydantic.TypeAdapter(config_class).json_schema()["$defs"]["LeanOptions"]
+    assert field_comments(LeanOptions) == {"digits": "decimals of the lean, in degrees"}
+    assert schema["properties"]["digits"]["maximum"] == 6
+    i = base.ORDER.index("smooth")
+    monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "joint_angles", *base.ORDER[i + 1 :]))
+    saved = dict(REGISTRY)
+    register_stage("joint_angles")(LeanWithOptions)
+    try:
+        cfg = from_dict(config_class, pipeline_data(tiny_dir, clip, tmp_path / "out", joint_angles={"digits": 0}))
+        Pipeline(cfg).run()
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)
+    leans = [p["extra"]["lean"] for r in read_jsonl(tmp_path / "out" / "results.jsonl") for p in r["people"]]
+    assert len(leans) == 20 and all(float(v).is_integer() for v in leans)
+
+
 def rows(path: Path) -> list[list[str]]:
     with open(path, newline="") as f:
         return list(csv.reader(f))
@@ -153,7 +211,7 @@ def test_a_one_file_csv_sink_stops_at_the_fence(tmp_path, tiny_dir, clip):
     ("sinks", ["jsonl", "events", "video", "matting", "geometry", "tracks", "live_view", "display", "virtual_camera",
                "stream", "mqtt", "webhooks"]),
     ("detectors", ["yolo", "fixed", "full_frame", "file"]),
-    ("sources", ["file", "images", "stream", "webcam", "lavfi", "frames"]),
+    ("sources", ["frames", "stream", "webcam", "lavfi", "images", "file"]),
     ("tasks", ["pose", "seg", "normal", "pointmap", "matting"]),
 ])  # fmt: skip
 def test_every_registry_can_be_listed(capsys, kind, names):
@@ -167,6 +225,8 @@ def test_a_stage_between_triangulate_and_write_3d_adds_to_every_moment_written(t
     people in metres) before write_3d writes it, so what it adds is in OUTPUT/3d/keypoints_3d.jsonl."""
     from tests import scenes3d as S
     from tests.test_triangulate import FPS, crossing, mocap
+
+
 
     class Heights(base.GroupStage):
         def __call__(self, state, moment) -> None:
@@ -214,7 +274,8 @@ from sapiens2_stream.models.tasks import register_task, task_spec
 # the one thing a new task of a known kind needs: its entry in the table (here: a person's mask, matting's kind)
 register_task(dataclasses.replace(task_spec("matting"), name="silhouette", architecture="Sapiens2ForSilhouette",
                                   doc="a person's mask", temporal=None))
-from sapiens2_stream.config import PipelineConfig, from_dict
+from sapiens2_stream.config import from_dict
+from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 from sapiens2_stream.deploy.export_model import ExportOptions, export_model
 from sapiens2_stream.humans.datasets import write_dataset
 from sapiens2_stream.runtime.pipeline import Pipeline
@@ -273,3 +334,30 @@ def test_an_output_of_yours_that_raises_is_said_once_and_the_others_go_on(tmp_pa
     assert len(said) == 1 and "'bad' failed at frame 3: ValueError: no such column" in said[0]
     assert summary["sources"]["pipeline"]["outputs"]["bad"] == {"failed_at_frame": 3,
                                                                  "error": "ValueError: no such column"}
+
+
+def test_an_output_of_yours_that_raises_in_a_segment_is_in_the_summary_under_it(tmp_path, tiny_dir, clip):
+    """With outputs.segment_s the failure is the segment's: the summary names the segment folder it happened in,
+    and the next segment opens the output afresh (frame 3 only comes once, so the second segment has no failure)."""
+    out = tmp_path / "out"
+    cfg = config(tiny_dir, clip, out, outputs={"segment_s": 1, "sinks": [{"name": "bad",
+                                                                           "use": "tests.test_extending:Breaks"}]})
+    summary = Pipeline(cfg).run()
+    folders = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert len(folders) == 2
+    assert summary["sources"]["pipeline"]["outputs"]["segments"] == {
+        folders[0]: {"bad": {"failed_at_frame": 3, "error": "ValueError: no such column"}}}
+
+
+def test_every_component_names_the_section_its_package_declares():
+    """The YAML is assembled from the packages' declarations (`@section(key=...)` in their `options` modules); each
+    stage and each kind of output names its section and class in its own file, and the two agree. Every declared
+    section is some component's but `fleet` (read by `run --ray`, around the pipeline)."""
+    from sapiens2_stream import config as kit
+    from sapiens2_stream.io.outputs import SINKS
+
+    stages = [REGISTRY[name] for name in base.ORDER]
+    named = {(s.section, s.Options) for s in stages if s.section} | {(k.section, k.options) for k in SINKS.values()
+                                                                       if k.options is not None}  # fmt: skip
+    assert all(kit.SECTIONS[key].type is options for key, options in named)
+    assert set(kit.SECTIONS) - {key for key, _ in named} == {"fleet"}

@@ -70,8 +70,8 @@ def test_a_camera_faster_than_any_worker_demands_what_one_worker_serves_in_the_l
 def test_a_worker_measures_its_capacity_in_the_batches_live_cameras_get(tmp_path, tiny_dir, budget_s, capacity):
     """With batches costing 0.1 s + 0.05 s a frame, a 1 s budget gives live cameras batches of 4 (the maximum),
     a 0.2 s budget single frames: the capacity is what the worker serves at that size, not at some other."""
-    from sapiens2_stream.config import load_config
     from sapiens2_stream.fleet.worker import FleetWorker
+    from sapiens2_stream.runtime.pipeline_config import load_config
 
     cfg = load_config(fleet_spec(tmp_path, tiny_dir, ["c1"], None), [f"runtime.max_frame_age_s={budget_s}"])
     worker = FleetWorker(cfg, "w0")  # outside Ray, no fleet.json: no camera to start

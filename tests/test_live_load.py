@@ -106,7 +106,7 @@ def test_live_matting_that_keeps_up_writes_every_frame_promptly(tmp_path, tiny_d
     up or the shared host stalls), promptly: within two batches of the work this run measured."""
     from pathlib import Path
 
-    from sapiens2_stream.config import load_config
+    from sapiens2_stream.runtime.pipeline_config import load_config
 
     cfg = load_config(
         Path(__file__).parent.parent / "pipelines" / "webcam_matting.yaml",

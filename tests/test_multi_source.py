@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import yaml
 
-from sapiens2_stream.config import PipelineConfig, from_dict, load_config
+from sapiens2_stream.config import from_dict
 from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.runtime.pipeline import Pipeline, SourceFailed
+from sapiens2_stream.runtime.pipeline_config import PipelineConfig, load_config
 from tests.test_faults import cli, run_in_thread
 from tests.test_pipeline import assert_same_records, free_port, read_jsonl, start_rtsp_server
 

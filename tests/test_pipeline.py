@@ -13,9 +13,10 @@ import av
 import numpy as np
 import pytest
 
-from sapiens2_stream.config import PipelineConfig, from_dict
+from sapiens2_stream.config import from_dict
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 from tests.conftest import read_jsonl
 
 SMALL = [256, 192]
@@ -383,8 +384,8 @@ def test_track_exports_parquet_and_trc(tmp_path, tiny_dir, clip):
 def test_yolo_detector_offline(tmp_path, monkeypatch):
     """Ultralytics from a model .yaml (random init, no download): persons only, COCO xywh + score."""
     monkeypatch.setenv("YOLO_CONFIG_DIR", str(tmp_path / "yolo"))
-    from sapiens2_stream.config import DetectorConfig
     from sapiens2_stream.detect import make_detector
+    from sapiens2_stream.detect.options import DetectorConfig
 
     detector = make_detector(DetectorConfig(weights="yolo11n.yaml", conf=0.0, min_size=0, max_people=7))
     frame = np.random.default_rng(0).integers(0, 255, (240, 320, 3), dtype=np.uint8)

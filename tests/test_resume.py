@@ -4,8 +4,8 @@ continuing from the restored state gives what the uninterrupted run gives (ids, 
 import numpy as np
 import pytest
 
-from sapiens2_stream.config import TrackerConfig
 from sapiens2_stream.runtime.resume import ResumeState
+from sapiens2_stream.track.options import TrackerConfig
 from sapiens2_stream.track.smoothing import OnlineSmoother
 from sapiens2_stream.track.tracker import Tracker
 

@@ -159,8 +159,8 @@ def test_the_events_section_is_checked_at_validate(capsys, setting, key):
 
 def test_the_api_options_are_the_schema_s_too(tiny_dir):
     from sapiens2_stream.api import options_to_data
-    from sapiens2_stream.config import config_from
     from sapiens2_stream.errors import Sapiens2StreamError
+    from sapiens2_stream.runtime.pipeline_config import config_from
 
     data = options_to_data(["pose", "matting"], "0.4b", None, {"temporal": True})  # documented; failed before
     cfg = config_from(data, source="walk.mp4")

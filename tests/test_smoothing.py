@@ -257,7 +257,7 @@ def test_adaptive_online_equals_offline():
 def test_the_library_function_smooths_as_a_pipeline_does_by_default():
     """One default for one smoother: `smooth_keypoints()` and `OnlineSmoother()` without a method do what a pipeline
     without a `smoothing:` section does (adaptive, min_score 0.3), not the fixed Kalman filter."""
-    from sapiens2_stream.config import PipelineConfig
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 
     rng = np.random.default_rng(5)
     _, noisy = turning(rng)

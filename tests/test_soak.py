@@ -8,10 +8,12 @@ import time
 
 import numpy as np
 
-from sapiens2_stream.config import PipelineConfig, SourceConfig, from_dict
+from sapiens2_stream.config import from_dict
+from sapiens2_stream.io.options import SourceConfig
 from sapiens2_stream.io.sources import Source
 from sapiens2_stream.runtime.observer import Observer
 from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 from tests.test_integrations import wait_until
 from tests.test_pipeline import free_port
 

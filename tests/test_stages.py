@@ -228,8 +228,8 @@ def test_the_example_stage_writes_its_csv(tmp_path, tiny_dir):
     ({"name": "x", "use": "tests.test_stages:Counter", "option": {}}, "unknown key 'stages[0].option'"),
 ])  # fmt: skip
 def test_bad_stage_entries_are_configuration_errors(tmp_path, tiny_dir, entry, message):
-    from sapiens2_stream.config import config_from
     from sapiens2_stream.runtime.pipeline import Pipeline
+    from sapiens2_stream.runtime.pipeline_config import config_from
 
     data = {"source": {"uri": str(tmp_path / "x.mp4")}, "models": tiny_models(tiny_dir), "stages": [entry],
             "detector": {"type": "full_frame"}}  # fmt: skip
@@ -253,8 +253,8 @@ def test_stage_order_follows_after():
 
 def test_building_a_pipeline_touches_nothing(tmp_path, tiny_dir):
     """Building a Pipeline opens no output: an earlier run's results stay as they were until `run`."""
-    from sapiens2_stream.config import config_from
     from sapiens2_stream.runtime.pipeline import Pipeline
+    from sapiens2_stream.runtime.pipeline_config import config_from
 
     make_clip(tmp_path / "walk.mp4", frames=3, size=(120, 160), people=1)
     out = tmp_path / "out"

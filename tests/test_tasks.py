@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from sapiens2_stream.config import ModelSection as PipelineModel
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.models import TASKS, load_model, pipeline_tasks
 from sapiens2_stream.runtime.engine import InferenceEngine
+from sapiens2_stream.runtime.options import ModelSection as PipelineModel
 from sapiens2_stream.runtime.results import Person
 
 
@@ -79,7 +79,7 @@ register_task(TaskSpec(
 # registered before the rest of the package is imported, as a plugin would be
 import torch
 from sapiens2_stream.cli import main
-from sapiens2_stream.config import load_config
+from sapiens2_stream.runtime.pipeline_config import load_config
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.models import load_model, make_tiny_checkpoints
 from sapiens2_stream.runtime.pipeline import Pipeline
@@ -106,7 +106,7 @@ report["records"] = [json.loads(line) for line in (out / "run" / "results.jsonl"
 
 # flip TTA through the table: the merged map is the mean of the frame's map and the mirrored frame's map mirrored
 # back (the post-processing only crops and resizes, which commutes with a mirror)
-from sapiens2_stream.config import ModelSection
+from sapiens2_stream.runtime.options import ModelSection
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.runtime.engine import InferenceEngine
 

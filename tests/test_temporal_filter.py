@@ -8,11 +8,13 @@ import re
 import numpy as np
 import pytest
 
-from sapiens2_stream.config import PipelineConfig, TemporalConfig, check_config, from_dict
+from sapiens2_stream.config import from_dict
 from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.io.synthetic import make_clip
+from sapiens2_stream.runtime.options import TemporalConfig
 from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.runtime.pipeline_config import PipelineConfig, check_config
 from sapiens2_stream.runtime.progress import format_summary
 from sapiens2_stream.runtime.results import FrameResult, Person
 from sapiens2_stream.runtime.temporal_filter import TemporalFilter, filtered_outputs, upsampled_labels
@@ -33,18 +35,22 @@ def cfg_for(tiny_dir, sources, tasks=DENSE, **sections):
     return from_dict(PipelineConfig, data)
 
 
+def outputs_of(cfg) -> list[str]:
+    return filtered_outputs(cfg.temporal, cfg.enabled_models(), cfg.source)
+
+
 def test_auto_steadies_videos_and_cameras_not_photo_folders(tiny_dir, tmp_path):
     (tmp_path / "photos").mkdir()
     sources = [{"name": "file", "uri": "walk.mp4"}, {"name": "camera", "uri": "lavfi:testsrc2=size=320x240"},
                {"name": "photos", "uri": str(tmp_path / "photos")}]  # fmt: skip
     every = ["alpha", "normal", "pointmap"]
     cfg = cfg_for(tiny_dir, sources)
-    assert [sorted(filtered_outputs(c)) for c in cfg.per_source()] == [every, every, []]
+    assert [sorted(outputs_of(c)) for c in cfg.per_source()] == [every, every, []]
     cfg = cfg_for(tiny_dir, sources, temporal={"alpha": "on", "normal": "off"})
-    steadied = [sorted(filtered_outputs(c)) for c in cfg.per_source()]
+    steadied = [sorted(outputs_of(c)) for c in cfg.per_source()]
     assert steadied == [["alpha", "pointmap"], ["alpha", "pointmap"], ["alpha"]]
     # an output whose model does not run is never steadied (and `on` for it is refused, below)
-    assert filtered_outputs(cfg_for(tiny_dir, sources[:1], tasks=("pose",)).per_source()[0]) == []
+    assert outputs_of(cfg_for(tiny_dir, sources[:1], tasks=("pose",)).per_source()[0]) == []
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,12 @@ import threading
 import time
 import urllib.request
 
-from sapiens2_stream.config import PipelineConfig, from_dict
+from sapiens2_stream.config import from_dict
 from sapiens2_stream.console.pipeline_backend import PipelineConsole
 from sapiens2_stream.io.sources import SourceStats
 from sapiens2_stream.runtime.numbers import SourceNumbers
 from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 from tests.test_integrations import wait_until
 from tests.test_pipeline import free_port
 

@@ -205,7 +205,8 @@ def test_a_calibration_gives_the_intrinsics_and_the_world_frame(tmp_path):
     import cv2
     from Pose2Sim.common import read_trc
 
-    from sapiens2_stream.config import PipelineConfig, from_dict
+    from sapiens2_stream.config import from_dict
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from sapiens2_stream.runtime.results import FrameResult, Person
     from sapiens2_stream.runtime.threed_run import ThreeDRun
     from sapiens2_stream.threed.calibration import Camera, write_calibration
@@ -217,7 +218,7 @@ def test_a_calibration_gives_the_intrinsics_and_the_world_frame(tmp_path):
     threed = {"calibration": str(tmp_path / "Calib.toml"), "formats": ["trc"]}
     cfg = from_dict(PipelineConfig, {"source": {"uri": "x.mp4"}, "outputs": {"dir": str(tmp_path / "out")},
                                      "threed": threed})  # fmt: skip
-    run = ThreeDRun(cfg, "cam1")
+    run = ThreeDRun(cfg.threed, cfg.outputs.dir, "cam1")
     truth = []
     for i in range(20):
         pose = S.walking(i / 10)

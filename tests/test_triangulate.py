@@ -178,8 +178,10 @@ def test_at_least_as_accurate_as_pose2sims_own_triangulation():
 def mocap(tmp_path, cameras: int, expect=("triangulate", "write_3d"), **threed):
     """The run's group stages (triangulate, write_3d) for `cameras` calibrated sources of the synthetic rig,
     writing into tmp_path/out/3d, without the run: (the rig, triangulate's LiveMocap, the stages)."""
-    from sapiens2_stream.config import PipelineConfig, from_dict
+    from sapiens2_stream.config import from_dict
     from sapiens2_stream.runtime.live_mocap import triangulation_group
+    from sapiens2_stream.runtime.pipeline import check_group_stages
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from sapiens2_stream.runtime.stages import builtin_stages, in_order
     from sapiens2_stream.runtime.stages.group import GroupContext, GroupStages
     from sapiens2_stream.threed.calibration import write_calibration
@@ -194,7 +196,7 @@ def mocap(tmp_path, cameras: int, expect=("triangulate", "write_3d"), **threed):
     })  # fmt: skip
     group = triangulation_group(cfg)
     assert group == [c.name for c in rig]  # the lobby camera is not in the calibration
-    enabled = [s for s in in_order(builtin_stages(None)) if s.scope == "group" and s.enabled(cfg)]
+    enabled = check_group_stages(cfg, in_order(builtin_stages(None)))
     assert [s.name for s in enabled] == list(expect)
     stages = GroupStages(enabled, GroupContext(cfg, {c.name: 10.0 for c in rig}))
     return rig, stages.state("triangulate"), stages
@@ -266,9 +268,10 @@ def test_a_run_with_calibrated_sources_writes_its_moments(tmp_path, tiny_dir):
     """Two file sources named like the calibration's cameras: the run attaches live motion capture, writes one
     moment per frame pair to OUTPUT/3d/keypoints_3d.jsonl and reports it in the summary (random weights: the
     keypoints agree across views by chance only, so who is found is not the point here)."""
-    from sapiens2_stream.config import PipelineConfig, from_dict
+    from sapiens2_stream.config import from_dict
     from sapiens2_stream.io.synthetic import make_clip
     from sapiens2_stream.runtime.pipeline import Pipeline
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from sapiens2_stream.threed.calibration import write_calibration
 
     clip = tmp_path / "walk.mp4"
@@ -303,11 +306,12 @@ def test_file_cameras_are_put_in_step_by_their_soundtracks(tmp_path, tiny_dir):
     `threed.sync: auto` finds the offset from the soundtracks and pairs each of its frames with the first camera's
     frame 0.4 s later: both views only where both filmed. `threed.offsets_s` overrides; a camera outside the group
     is refused."""
-    from sapiens2_stream.config import PipelineConfig, from_dict
+    from sapiens2_stream.config import from_dict
     from sapiens2_stream.errors import Sapiens2StreamError
     from sapiens2_stream.io.synthetic import make_clip
     from sapiens2_stream.runtime.live_mocap import file_offsets
     from sapiens2_stream.runtime.pipeline import Pipeline
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from sapiens2_stream.threed.calibration import write_calibration
 
     for name, clap in (("cam1", 1.0), ("cam2", 0.6)):
@@ -344,11 +348,13 @@ def test_the_console_shows_the_people_in_3d(tmp_path):
 
     from playwright.sync_api import sync_playwright
 
-    from sapiens2_stream.config import ConsoleConfig, PipelineConfig, from_dict
+    from sapiens2_stream.config import from_dict
     from sapiens2_stream.console.events import RecentEvents
     from sapiens2_stream.console.live import LiveViews
     from sapiens2_stream.console.pipeline_backend import PipelineBackend
     from sapiens2_stream.console.server import Console
+    from sapiens2_stream.runtime.options import ConsoleConfig
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from tests.test_console import call
     from tests.test_integrations import wait_until
     from tests.test_pipeline import free_port

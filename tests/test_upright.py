@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from sapiens2_stream.config import SourceConfig
+from sapiens2_stream.io.options import SourceConfig
 from sapiens2_stream.io.sources import Source
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.runtime.pipeline import Pipeline

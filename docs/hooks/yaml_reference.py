@@ -1,5 +1,6 @@
-"""MkDocs hook: the pipeline YAML's reference page (reference/yaml.md), generated at build time from the schema in
-`sapiens2_stream/config.py` (every key, its type, default and comment), so the page cannot drift from the code."""
+"""MkDocs hook: the pipeline YAML's reference page (reference/yaml.md), generated at build time from the
+assembled configuration (`sapiens2_stream.runtime.pipeline_config`: every component's section, each key's type,
+default and comment where the component declares it), so the page cannot drift from the code."""
 
 from __future__ import annotations
 
@@ -20,24 +21,26 @@ def on_files(files, config):
 
 def reference() -> str:
     from sapiens2_stream import config as schema
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 
     lines = [
         "# The pipeline YAML (reference)",
         "",
-        "Every key a pipeline file takes, generated from the schema in `sapiens2_stream/config.py` (its types, "
-        "defaults and comments). `sapiens2-stream validate PIPELINE.yaml` checks a file against it; `--set "
+        "Every key a pipeline file takes, generated from the sections the components declare (each stage's and "
+        "each output's options class, put together by `runtime/pipeline_config.py`): types, defaults and "
+        "comments. `sapiens2-stream validate PIPELINE.yaml` checks a file against it; `--set "
         "key.path=value` overrides any key. Sections marked *(per task)* have one entry per task of the task table "
         "(`models/tasks.py`).",
         "",
     ]
-    lines += section(schema.PipelineConfig, "", schema, "")
+    lines += section(PipelineConfig, "", schema, "")
     return "\n".join(lines) + "\n"
 
 
 def section(cls: type, prefix: str, schema, comment: str) -> list[str]:
     """A section's heading, what it is (the field's comment, else the class's docstring) and a row per key; then
     its nested sections."""
-    hints = typing.get_type_hints(cls, vars(schema))
+    hints = typing.get_type_hints(cls)
     comments = field_comments(cls)
     rows, nested = [], []
     for f in dataclasses.fields(cls):
@@ -88,8 +91,8 @@ def default_of(f: dataclasses.Field) -> str:
 
 
 def field_comments(cls: type) -> dict[str, str]:
-    """Each key's comment in config.py (`sapiens2_stream.schema.field_comments`), escaped for a table, by the name
-    the YAML spells (aliases: `in`, `out`)."""
+    """Each key's comment where its section is declared (`sapiens2_stream.schema.field_comments`), escaped for a
+    table, by the name the YAML spells (aliases: `in`, `out`)."""
     from sapiens2_stream.schema import field_comments as comments
 
     return {k: v.replace("|", "\\|") for k, v in comments(cls).items()}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from ..config import SourceConfig
+from ..io.options import SourceConfig
 from ..runtime.observer import Observer
 from .events import EventCollector, RecentEvents
 from .live import LiveTap, LiveViews

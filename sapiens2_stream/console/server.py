@@ -26,10 +26,13 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..config import ConsoleConfig, ServerTls, SourceConfig, check_config, from_dict
+from ..config import from_dict
 from ..errors import Sapiens2StreamError
 from ..io.draw import BODY_LINKS
+from ..io.options import SourceConfig
 from ..models.metadata import pose_metadata
+from ..runtime.options import ConsoleConfig, ServerTls
+from ..runtime.pipeline_config import check_config
 from ..runtime.threads import census
 
 STATIC = Path(__file__).with_name("static")

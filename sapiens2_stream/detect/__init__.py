@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import DetectorConfig
 from .base import Detector, FixedBoxes, FullFrame
+from .options import DetectorConfig
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import DetectorConfig
 from ..errors import Sapiens2StreamError
 from .base import Detector
+from .options import DetectorConfig
 
 PERSON = 0
 

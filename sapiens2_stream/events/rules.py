@@ -43,8 +43,9 @@ from itertools import count
 
 import numpy as np
 
-from ..config import EventsConfig, LineConfig, ZoneConfig, from_dict
+from ..config import from_dict
 from ..models.metadata import keypoint_index
+from .options import EventsConfig, LineConfig, ZoneConfig
 
 FEET = ("left_ankle", "right_ankle", "left_heel", "right_heel", "left_big_toe", "right_big_toe", "left_small_toe",
         "right_small_toe")  # fmt: skip

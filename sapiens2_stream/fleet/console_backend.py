@@ -14,9 +14,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ..config import SourceConfig
 from ..console.live import LiveTap
 from ..console.status import source_status
+from ..io.options import SourceConfig
 
 RELAY_POLL_S = 0.05  # how often a watched camera's relay asks its worker
 CALL_TIMEOUT_S = 5.0

@@ -21,11 +21,14 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from ..config import ConsoleConfig, MetricsConfig, PipelineConfig, SourceConfig, from_dict
+from ..config import from_dict
 from ..console.events import RecentEvents
 from ..errors import Sapiens2StreamError
+from ..io.options import SourceConfig
 from ..io.sources import Source
 from ..runtime.live_mocap import triangulation_group
+from ..runtime.options import ConsoleConfig, MetricsConfig
+from ..runtime.pipeline_config import PipelineConfig
 from ..runtime.prometheus import Endpoints, event_metrics, mocap_metrics
 from ..runtime.ray_cluster import connect, worker_plan
 from .mocap import MocapHub

@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from ..config import PipelineConfig
 from ..runtime.live_mocap import LiveMocap, result_view
 from ..runtime.observer import Observer
+from ..runtime.pipeline import check_group_stages
+from ..runtime.pipeline_config import PipelineConfig
 from ..runtime.stages import builtin_stages, in_order
 from ..runtime.stages.group import GroupContext, GroupStages
 
@@ -26,7 +27,7 @@ class MocapHub:
     run's own group stages (triangulate, write_3d and any between), as a single run has them."""
 
     def __init__(self, cfg: PipelineConfig, rates: dict[str, float | None]) -> None:
-        stages = [s for s in in_order(builtin_stages(None)) if s.scope == "group" and s.enabled(cfg)]
+        stages = check_group_stages(cfg, in_order(builtin_stages(None)))
         self.stages = GroupStages(stages, GroupContext(cfg, rates, interrupted=lambda: True))  # a fleet is stopped
         self.mocap: LiveMocap = self.stages.state("triangulate")
         loop = asyncio.new_event_loop()

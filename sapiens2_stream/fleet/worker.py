@@ -23,12 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import PipelineConfig, SourceConfig, from_dict
+from ..config import from_dict
 from ..console.events import EventCollector
 from ..console.live import LiveViews
 from ..console.status import counters, state
 from ..errors import Sapiens2StreamError, redact
+from ..io.options import SourceConfig
 from ..runtime.live_mocap import triangulation_group
+from ..runtime.pipeline_config import PipelineConfig
 from .mocap import MocapFeed
 from .record import added_sources, assigned_to, continuation, fence_for
 

@@ -26,8 +26,8 @@ import os
 import ssl
 from pathlib import Path
 
-from ..config import MqttOutput, MqttTls
 from ..errors import Sapiens2StreamError
+from .options import MqttOutput, MqttTls
 from .records import mqtt_message
 from .sink import Sink, rounded
 

@@ -1,5 +1,6 @@
 """The outputs (sinks) as one registry, `SINKS` (`sapiens2-stream list sinks`): each kind says its scope, YAML
-section and what it writes, and makes its sink from a `SinkContext` when the configuration asks for it. The
+section, the class of its options (the `outputs:` section is assembled from them, on `OutputsBase`) and what it
+writes, and makes its sink from a `SinkContext` when the configuration asks for it. The
 `files` kinds and users' own (`outputs.sinks`) write into the output folder or each segment folder, continue with
 --resume and are fenced on a fleet; the `run` kinds live for the whole run (window, re-stream, MQTT).
 """
@@ -7,18 +8,31 @@ section and what it writes, and makes its sink from a `SinkContext` when the con
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import cv2
 
-from ..config import PipelineConfig
+from ..config import Switch
 from ..errors import Sapiens2StreamError
 from ..models import task_spec
+from ..track.options import SmoothingConfig
 from ..user_stages import stage_object
 from .display import DisplaySink
 from .jsonl import EventLog, JsonlSink
 from .mqtt import MqttSink
+from .options import (
+    GeometryOutput,
+    JsonlOutput,
+    MattingVideos,
+    MqttOutput,
+    StreamOutput,
+    TracksOutput,
+    VideoOutput,
+    VirtualCameraOutput,
+    WebhooksOutput,
+)
 from .restream import RestreamSink
 from .segments import Segments
 from .sink import Sink
@@ -39,15 +53,26 @@ from .virtualcam import VirtualCameraSink, camera_fps, open_camera_module
 from .webhooks import WebhookSink
 
 
-def video_names(cfg: PipelineConfig) -> list[str]:
-    """The videos this configuration writes into the output folder."""
-    o, tasks = cfg.outputs, cfg.enabled_models()
+@dataclass(frozen=True)
+class SinkInputs:
+    """What the outputs read besides their own section: the models that run (task -> hub id, folder or file),
+    whether any event rule is given, the track smoothing (per-track files), and the source's name."""
+
+    models: dict[str, str]
+    events: bool = False
+    smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
+    label: str = ""
+
+
+def video_names(outputs: Any, models: dict) -> list[str]:
+    """The videos these outputs write into the output folder, with these models running."""
+    o = outputs
     wanted = [
         (o.video.name, o.video.enabled),
-        (o.matting.composite_name, "matting" in tasks and o.matting.composite),
-        (o.matting.alpha_name, "matting" in tasks and o.matting.alpha),
-        (o.geometry.normals_name, "normal" in tasks and o.geometry.normals_video),
-        (o.geometry.depth_name, "pointmap" in tasks and o.geometry.depth_video),
+        (o.matting.composite_name, "matting" in models and o.matting.composite),
+        (o.matting.alpha_name, "matting" in models and o.matting.alpha),
+        (o.geometry.normals_name, "normal" in models and o.geometry.normals_video),
+        (o.geometry.depth_name, "pointmap" in models and o.geometry.depth_video),
     ]
     return [name for name, on in wanted if on]
 
@@ -62,18 +87,18 @@ def matting_background(background):
     return tuple(background) if isinstance(background, (list, tuple)) else background
 
 
-def check_sinks(cfg: PipelineConfig) -> None:
+def check_sinks(outputs: Any, models: dict) -> None:
     """What the outputs can say is wrong before any is opened: an output folder that is a file (or lies under
     one), a matting background that cannot be read, a virtual camera that cannot exist here."""
-    folder = Path(cfg.outputs.dir).expanduser().absolute()
+    folder = Path(outputs.dir).expanduser().absolute()
     blocking = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
     if blocking is not None:
-        raise Sapiens2StreamError(f"outputs.dir {cfg.outputs.dir}: {blocking} is a file, not a folder")
-    if cfg.models.matting is not None:
-        matting_background(cfg.outputs.matting.background)
-    if cfg.outputs.virtual_camera.enabled:
-        open_camera_module(cfg.outputs.virtual_camera.backend)
-    users_sinks(cfg)  # a class that cannot be imported or refuses its options
+        raise Sapiens2StreamError(f"outputs.dir {outputs.dir}: {blocking} is a file, not a folder")
+    if "matting" in models:
+        matting_background(outputs.matting.background)
+    if outputs.virtual_camera.enabled:
+        open_camera_module(outputs.virtual_camera.backend)
+    users_sinks(outputs)  # a class that cannot be imported or refuses its options
 
 
 @dataclass
@@ -92,11 +117,12 @@ class SinkSetup:
 
 @dataclass
 class SinkContext:
-    """What a sink kind is made from: the source's (single-source) configuration, the source, the run's share
-    (`setup`), the matting background; for the `files` kinds also the folder they write into (the output folder or
-    a segment's) and the interrupted run they continue there (None: a new file)."""
+    """What a sink kind is made from: the `outputs:` section, what else it reads (`inputs`), the source, the run's
+    share (`setup`), the matting background; for the `files` kinds also the folder they write into (the output
+    folder or a segment's) and the interrupted run they continue there (None: a new file)."""
 
-    cfg: PipelineConfig
+    outputs: Any
+    inputs: SinkInputs
     source: object
     setup: SinkSetup
     background: object
@@ -105,12 +131,12 @@ class SinkContext:
 
     def shown(self, result):
         """The annotated picture of a result (boxes, skeletons, parts), as the video draws it."""
-        o = self.cfg.outputs.video
+        o = self.outputs.video
         return annotated(result, layers(o), o.keypoint_threshold, self.background)
 
     def render(self, result):
         """What a person looks at: the matting composite when matting runs, else the annotated picture."""
-        if self.cfg.models.matting is not None:
+        if "matting" in self.inputs.models:
             return matte_composite(result, self.background) if result.alpha is not None else result.frame.rgb
         return self.shown(result)
 
@@ -124,24 +150,26 @@ class SinkKind:
     name: str
     scope: str  # "files" or "run"
     section: str  # the YAML section it reads
-    doc: str  # one line, for `list sinks`
+    doc: str  # one line, for `list sinks` (and the section's description in the schema)
     make: Callable[[SinkContext], Sink | None]
+    options: Any = None  # its section's type, as io/options.py declares it (None: another component's section)
 
 
 def _jsonl(ctx: SinkContext) -> Sink | None:
-    o = ctx.cfg.outputs.jsonl
+    o = ctx.outputs.jsonl
     if not o.enabled:
         return None
-    model_ids = {task: m.source for task, m in ctx.cfg.enabled_models().items()}
-    return JsonlSink(ctx.folder / o.name, ctx.source.source_id, model_ids, append=ctx.resume is not None)
+    return JsonlSink(ctx.folder / o.name, ctx.source.source_id, dict(ctx.inputs.models), append=ctx.resume is not None)
 
 
 def _events(ctx: SinkContext) -> Sink | None:
-    return EventLog(ctx.folder / "events.jsonl", ctx.shown, append=ctx.resume is not None) if ctx.cfg.events else None
+    if not ctx.inputs.events:
+        return None
+    return EventLog(ctx.folder / "events.jsonl", ctx.shown, append=ctx.resume is not None)
 
 
 def _video(ctx: SinkContext) -> Sink | None:
-    o, source = ctx.cfg.outputs.video, ctx.source
+    o, source = ctx.outputs.video, ctx.source
     if not o.enabled:
         return None
     return VideoSink(ctx.folder / o.name, source.fps, o, source.audio_path, ctx.resume, ctx.background,
@@ -149,15 +177,15 @@ def _video(ctx: SinkContext) -> Sink | None:
 
 
 def _matting(ctx: SinkContext) -> Sink | None:
-    o = ctx.cfg.outputs
-    if ctx.cfg.models.matting is None or not (o.matting.composite or o.matting.alpha):
+    o = ctx.outputs
+    if "matting" not in ctx.inputs.models or not (o.matting.composite or o.matting.alpha):
         return None
     return MattingSink(ctx.folder, ctx.source.fps, o.matting, o.video, ctx.resume, ctx.background)
 
 
 def _geometry(ctx: SinkContext) -> Sink | None:
-    tasks = {t for t in ctx.cfg.enabled_models() if task_spec(t).geometry}
-    o = ctx.cfg.outputs
+    tasks = {t for t in ctx.inputs.models if task_spec(t).geometry}
+    o = ctx.outputs
     g = o.geometry
     if not tasks or not (g.normals_video or g.depth_video or g.maps):
         return None
@@ -165,26 +193,26 @@ def _geometry(ctx: SinkContext) -> Sink | None:
 
 
 def _tracks(ctx: SinkContext) -> Sink | None:
-    o = ctx.cfg.outputs.tracks
+    o = ctx.outputs.tracks
     if not o.enabled:
         return None
-    tracks = TrackSink(ctx.folder / "tracks", o.formats, ctx.cfg.smoothing)
+    tracks = TrackSink(ctx.folder / "tracks", o.formats, ctx.inputs.smoothing)
     if ctx.resume is not None:
         tracks.seed(ctx.resume.records)
     return tracks
 
 
 def _live_view(ctx: SinkContext) -> Sink | None:
-    o = ctx.cfg.outputs.video
+    o = ctx.outputs.video
     return None if o.enabled else LiveViewSink(ctx.source.fps, o, ctx.background, ctx.setup.feed)
 
 
 def _display(ctx: SinkContext) -> Sink | None:
-    return DisplaySink(ctx.render, ctx.setup.on_quit) if ctx.cfg.outputs.display else None
+    return DisplaySink(ctx.render, ctx.setup.on_quit) if ctx.outputs.display else None
 
 
 def _virtual_camera(ctx: SinkContext) -> Sink | None:
-    vc, source = ctx.cfg.outputs.virtual_camera, ctx.source
+    vc, source = ctx.outputs.virtual_camera, ctx.source
     if not vc.enabled:
         return None
     rate = lambda: camera_fps(vc.fps, source.fps or source.rate)  # noqa: E731  (a live source: once open)
@@ -192,72 +220,77 @@ def _virtual_camera(ctx: SinkContext) -> Sink | None:
 
 
 def _restream(ctx: SinkContext) -> Sink | None:
-    o = ctx.cfg.outputs.stream
+    o = ctx.outputs.stream
     if not o.url:
         return None
-    name = ctx.cfg.source.name or ctx.cfg.name
-    return RestreamSink(o.url.replace("{source}", name), ctx.source.fps, o, ctx.shown)
+    return RestreamSink(o.url.replace("{source}", ctx.inputs.label), ctx.source.fps, o, ctx.shown)
 
 
 def _mqtt(ctx: SinkContext) -> Sink | None:
     mqtt = ctx.setup.mqtt
-    return None if mqtt is None else MqttSink(mqtt, ctx.cfg.source.name or ctx.cfg.name, ctx.source)
+    return None if mqtt is None else MqttSink(mqtt, ctx.inputs.label, ctx.source)
 
 
 def _webhooks(ctx: SinkContext) -> Sink | None:  # for the whole run, not per segment: one sending thread
-    o = ctx.cfg.outputs.webhooks
-    return WebhookSink(o) if ctx.cfg.events and o.urls else None
+    o = ctx.outputs.webhooks
+    return WebhookSink(o) if ctx.inputs.events and o.urls else None
 
 
 # The built-in outputs in the order each result reaches them: the files first (records before pictures), then what
 # lives for the whole run. `sapiens2-stream list sinks` prints this table; users' own (`outputs.sinks`) follow the
 # built-in files.
 SINKS: dict[str, SinkKind] = {kind.name: kind for kind in (
-    SinkKind("jsonl", "files", "outputs.jsonl", "one JSON record per frame: people, keypoints, scores, extras", _jsonl),
+    SinkKind("jsonl", "files", "outputs.jsonl", "one JSON record per frame: people, keypoints, scores, extras",
+             _jsonl, JsonlOutput),
     SinkKind("events", "files", "events", "events.jsonl: zone, line, dwell, crowd and pose events, a snapshot each",
              _events),
-    SinkKind("video", "files", "outputs.video", "the annotated video (boxes, ids, skeletons, parts)", _video),
-    SinkKind("matting", "files", "outputs.matting", "the matting composite and alpha videos", _matting),
+    SinkKind("video", "files", "outputs.video", "the annotated video (boxes, ids, skeletons, parts)",
+             _video, VideoOutput),
+    SinkKind("matting", "files", "outputs.matting", "the matting composite and alpha videos",
+             _matting, MattingVideos),
     SinkKind("geometry", "files", "outputs.geometry", "normal and depth videos, and per-frame maps on request",
-             _geometry),
+             _geometry, GeometryOutput),
     SinkKind("tracks", "files", "outputs.tracks", "per-track files (npz, parquet, TRC), smoothed over the whole track",
-             _tracks),
+             _tracks, TracksOutput),
     SinkKind("live_view", "run", "outputs.video", "the annotated video for live views, drawn only while watched, "
              "when no annotated video is written", _live_view),
-    SinkKind("display", "run", "outputs.display", "a window with the newest result (q ends the run)", _display),
+    SinkKind("display", "run", "outputs.display", "a window with the newest result (q or closing it ends the run)",
+             _display, Switch),
     SinkKind("virtual_camera", "run", "outputs.virtual_camera", "a virtual webcam other programs read",
-             _virtual_camera),
+             _virtual_camera, VirtualCameraOutput),
     SinkKind("stream", "run", "outputs.stream", "the annotated video re-streamed to a media server (RTMP, RTSP)",
-             _restream),
-    SinkKind("mqtt", "run", "outputs.mqtt", "each frame's people, events and counts as MQTT messages", _mqtt),
-    SinkKind("webhooks", "run", "outputs.webhooks", "each event POSTed (signed) to HTTP receivers", _webhooks),
+             _restream, StreamOutput),
+    SinkKind("mqtt", "run", "outputs.mqtt", "each frame's people, events and counts as MQTT messages",
+             _mqtt, MqttOutput),
+    SinkKind("webhooks", "run", "outputs.webhooks", "each event POSTed (signed) to HTTP receivers",
+             _webhooks, WebhooksOutput),
 )}  # fmt: skip
 
 
-def users_sinks(cfg: PipelineConfig) -> list:
+def users_sinks(outputs: Any) -> list:
     """The objects of `outputs.sinks` (made once; each opens a state per folder it writes into)."""
-    return [stage_object(entry, f"outputs.sinks[{i}]") for i, entry in enumerate(cfg.outputs.sinks)]
+    return [stage_object(entry, f"outputs.sinks[{i}]") for i, entry in enumerate(outputs.sinks)]
 
 
-def make_sinks(cfg: PipelineConfig, source, setup: SinkSetup) -> list[Sink]:
-    """The sinks the configuration asks for: the `files` kinds and users' own in the output folder (rolled into
-    segment folders with outputs.segment_s), then the `run` kinds."""
-    fence, o = setup.fence, cfg.outputs
-    background = matting_background(o.matting.background) if cfg.models.matting is not None else GREEN_SCREEN
+def make_sinks(outputs: Any, inputs: SinkInputs, source, setup: SinkSetup) -> list[Sink]:
+    """The sinks the `outputs:` section asks for: the `files` kinds and users' own in the output folder (rolled
+    into segment folders with outputs.segment_s), then the `run` kinds."""
+    fence, o = setup.fence, outputs
+    background = matting_background(o.matting.background) if "matting" in inputs.models else GREEN_SCREEN
     Path(o.dir).mkdir(parents=True, exist_ok=True)
-    own = users_sinks(cfg)
+    own = users_sinks(o)
 
     def files(folder: Path, resumed=None) -> list[Sink]:
         if fence is not None:
             fence(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        ctx = SinkContext(cfg, source, setup, background, folder, resumed)
+        ctx = SinkContext(o, inputs, source, setup, background, folder, resumed)
         made = [kind.make(ctx) for kind in SINKS.values() if kind.scope == "files"]
         append = resumed is not None
         made += [UserSink(obj, entry.name, folder, append) for obj, entry in zip(own, o.sinks, strict=True)]
         return [sink for sink in made if sink is not None]
 
     sinks = [Segments(o, files)] if o.segment_s is not None else files(Path(o.dir), setup.resume)
-    ctx = SinkContext(cfg, source, setup, background)
+    ctx = SinkContext(o, inputs, source, setup, background)
     run = [kind.make(ctx) for kind in SINKS.values() if kind.scope == "run"]
     return sinks + [sink for sink in run if sink is not None]

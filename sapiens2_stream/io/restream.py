@@ -17,9 +17,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..config import DEFAULT_FPS, StreamOutput
+from ..config import (
+    DEFAULT_FPS,
+)
 from ..errors import redact
 from .backoff import Backoff
+from .options import StreamOutput
 from .pixels import encodable
 from .pyav import av
 from .sink import Sink

@@ -14,8 +14,8 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from ..config import OutputsConfig
 from .sink import Sink
 
 STAMP = "%Y-%m-%dT%H-%M-%S"
@@ -23,15 +23,20 @@ SEGMENT_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(-\d+)?$")
 
 
 class Segments(Sink):
-    """The file sinks of the current segment, rolled every `segment_s` seconds of the source's timeline."""
+    """The file sinks of the current segment, rolled every `segment_s` seconds of the source's timeline. What an
+    output of a segment reports (a user's output that failed there) stays in the summary under the segment's
+    folder name."""
 
-    def __init__(self, outputs: OutputsConfig, make: Callable[[Path], list[Sink]]) -> None:
+    kind = "segments"
+
+    def __init__(self, outputs: Any, make: Callable[[Path], list[Sink]]) -> None:
         """`make(folder)`: the file sinks of one segment, writing into `folder`."""
         self.root, self.length, self.retention = Path(outputs.dir), outputs.segment_s, outputs.retention
         self.make = make
         self.folder: Path | None = None
         self.sinks: list[Sink] = []
         self.start_pts = 0.0
+        self.reports: dict[str, dict] = {}  # segment folder -> {output: its report}, for the outputs that have one
 
     def write(self, result) -> None:
         frame = result.frame
@@ -54,6 +59,9 @@ class Segments(Sink):
         """Close the current segment (its files complete and playable), then apply the retention."""
         if self.folder is None:
             return
+        reports = {sink.kind: report for sink in self.sinks if (report := sink.stats()) is not None}
+        if reports:
+            self.reports[self.folder.name] = reports
         for sink in self.sinks:
             sink.close()
         self.sinks = []
@@ -61,6 +69,9 @@ class Segments(Sink):
 
     def close(self) -> None:
         self._finish()
+
+    def stats(self) -> dict | None:
+        return dict(self.reports) or None
 
 
 def folder_bytes(folder: Path) -> int:

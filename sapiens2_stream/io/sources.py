@@ -14,7 +14,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -22,24 +22,17 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..config import DEFAULT_FPS, SourceConfig
+from ..config import (
+    DEFAULT_FPS,
+)
 from ..errors import Sapiens2StreamError, redact
 from .backoff import Backoff
+from .options import SourceConfig
 from .pixels import rgb_of
 from .pyav import av
 from .upright import UPRIGHT, Orientation, display_orientation, exif_orientation, pixel_aspect, square_pixels
 
 STREAM_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://", "udp://", "tcp://", "srt://")
-# source.kind (auto: from the URI) -> (live: frames may be dropped and it reconnects, what it reads); for `list sources`
-SOURCE_KINDS: dict[str, tuple[bool, str]] = {
-    "file": (False, "a video file (mp4, mkv, mov, ...): nothing dropped, --resume continues it"),
-    "images": (False, "a folder or glob of photos, in name order (EXIF orientation applied)"),
-    "stream": (True, "a network camera or stream: rtsp(s)://, rtmp(s)://, http(s)://, srt://, udp://, tcp://"),
-    "webcam": (True, "a local camera: webcam:0, /dev/video0, a device name on Windows"),
-    "lavfi": (True, "an FFmpeg filter graph standing in for a camera: lavfi:testsrc2=size=640x360:rate=30"),
-    "frames": (False, "frames handed over from Python (the API's stream() of arrays or a generator)"),
-}
-LIVE_KINDS = tuple(kind for kind, (live, _) in SOURCE_KINDS.items() if live)
 log = logging.getLogger("sapiens2_stream")
 JUMP_S = 2.0  # a live timestamp step outside (0, JUMP_S) seconds is a clock jump, not time passing
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -107,17 +100,8 @@ def forget_feed(uri: str) -> None:
 
 
 def resolve_kind(uri: str) -> str:
-    if uri.startswith("python:"):
-        return "frames"
-    if uri.startswith(STREAM_SCHEMES):
-        return "stream"
-    if uri.startswith(("webcam:", "/dev/video")) or uri.isdigit():
-        return "webcam"
-    if uri.startswith("lavfi:"):
-        return "lavfi"
-    if any(c in uri for c in "*?[") or Path(uri).is_dir():
-        return "images"
-    return "file"
+    """The kind `source.kind: auto` takes for a URI: the first in `SOURCE_KINDS` that claims it."""
+    return next(kind.name for kind in SOURCE_KINDS.values() if kind.claims(uri))
 
 
 def source_kind(cfg: SourceConfig) -> str:
@@ -188,7 +172,8 @@ class Source:
     def __init__(self, cfg: SourceConfig) -> None:
         self.cfg = cfg
         self.kind = source_kind(cfg)
-        self.live = self.kind in LIVE_KINDS
+        self.spec = SOURCE_KINDS[self.kind]
+        self.live = self.spec.live
         self.stats = SourceStats()
         self.total_frames: int | None = None
         self.fps: float | None = None
@@ -197,18 +182,8 @@ class Source:
         self.listeners: list = []  # (event, fields) callbacks: source_disconnected, source_reconnected
         self.connection = Connection() if self.live else None
         self._paths: list[Path] = []
-        if self.kind == "file":
-            self._probe_file()
-        elif self.kind == "images":
-            self._paths = image_paths(cfg.uri)
-            self.total_frames = len(self._paths)
-            self.fps = cfg.fps or DEFAULT_FPS
-        elif self.kind == "frames":
-            if cfg.uri not in FEEDS:
-                raise Sapiens2StreamError(f"{cfg.uri}: no such frame feed (python: sources come from the Python API)")
-            feed = FEEDS[cfg.uri]
-            self.fps = cfg.fps or feed.fps
-            self.total_frames = len(feed.frames) if isinstance(feed.frames, Sized) else None
+        if self.spec.probe is not None:
+            self.spec.probe(self)
         if self.total_frames is not None and cfg.max_frames is not None:
             self.total_frames = min(self.total_frames, cfg.max_frames)
 
@@ -253,16 +228,7 @@ class Source:
 
     def _open(self) -> av.container.InputContainer:
         cfg = self.cfg
-        options: dict[str, str] = {}
-        fmt = None
-        target = cfg.uri
-        if self.kind == "stream":
-            if cfg.uri.startswith(("rtsp://", "rtsps://")):
-                options["rtsp_transport"] = cfg.transport
-        elif self.kind == "webcam":
-            target, fmt, options = webcam_input(cfg.uri, width=cfg.width, height=cfg.height, fps=cfg.fps)
-        elif self.kind == "lavfi":
-            target, fmt = cfg.uri.removeprefix("lavfi:"), "lavfi"
+        target, fmt, options = self.spec.opening(cfg)
         timeout = (cfg.timeout_s, cfg.timeout_s) if self.live else None
         try:
             return av.open(target, format=fmt, options=options, timeout=timeout)
@@ -275,6 +241,18 @@ class Source:
             raise Sapiens2StreamError(f"{cfg.uri}: no such file") from None
         except (av.FFmpegError, OSError) as e:
             raise Sapiens2StreamError(f"{cfg.uri}: cannot open ({_reason(e)})") from None
+
+    def _list_images(self) -> None:
+        self._paths = image_paths(self.cfg.uri)
+        self.total_frames = len(self._paths)
+        self.fps = self.cfg.fps or DEFAULT_FPS
+
+    def _find_feed(self) -> None:
+        if self.cfg.uri not in FEEDS:
+            raise Sapiens2StreamError(f"{self.cfg.uri}: no such frame feed (python: sources come from the Python API)")
+        feed = FEEDS[self.cfg.uri]
+        self.fps = self.cfg.fps or feed.fps
+        self.total_frames = len(feed.frames) if isinstance(feed.frames, Sized) else None
 
     def _probe_file(self) -> None:
         path = Path(self.cfg.uri)
@@ -297,15 +275,7 @@ class Source:
 
     def frames(self, stop: threading.Event | None = None) -> Iterator[Frame]:
         """All frames, in order. Live sources reconnect until `stop` is set (or give_up_s passes)."""
-        stop = stop or threading.Event()
-        if self.kind == "images":
-            yield from self._image_frames(stop)
-        elif self.kind == "frames":
-            yield from self._feed_frames(stop)
-        elif self.live:
-            yield from self._live_frames(stop)
-        else:
-            yield from self._file_frames(stop)
+        yield from self.spec.read(self, stop or threading.Event())
 
     def _limit_reached(self, index: int) -> bool:
         return self.cfg.max_frames is not None and index >= self.cfg.max_frames
@@ -480,3 +450,56 @@ class Source:
 
 def _reason(e: BaseException) -> str:
     return getattr(e, "strerror", None) or str(e) or type(e).__name__
+
+
+def plain_opening(cfg: SourceConfig) -> tuple[str, str | None, dict[str, str]]:
+    """What FFmpeg opens for a file: the URI itself, its format found by probing, no options."""
+    return cfg.uri, None, {}
+
+
+def stream_opening(cfg: SourceConfig) -> tuple[str, str | None, dict[str, str]]:
+    rtsp = cfg.uri.startswith(("rtsp://", "rtsps://"))
+    return cfg.uri, None, {"rtsp_transport": cfg.transport} if rtsp else {}
+
+
+def webcam_opening(cfg: SourceConfig) -> tuple[str, str | None, dict[str, str]]:
+    return webcam_input(cfg.uri, width=cfg.width, height=cfg.height, fps=cfg.fps)
+
+
+def lavfi_opening(cfg: SourceConfig) -> tuple[str, str | None, dict[str, str]]:
+    return cfg.uri.removeprefix("lavfi:"), "lavfi", {}
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    """A kind of input (`source.kind`, `sapiens2-stream list sources`): whether it is live (frames may be dropped,
+    it reconnects), the URIs it claims under `auto`, what FFmpeg opens for it (target, format, options), what it
+    learns before the run (`probe`: rate and length) and how its frames are read (`read`)."""
+
+    name: str
+    live: bool
+    doc: str
+    claims: Callable[[str], bool]
+    read: Callable[[Source, threading.Event], Iterator[Frame]]
+    opening: Callable[[SourceConfig], tuple[str, str | None, dict[str, str]]] = plain_opening
+    probe: Callable[[Source], None] | None = None
+
+
+# The kinds of input; `auto` takes the first that claims the URI, so the order matters (a file is what is left).
+SOURCE_KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (
+    SourceKind("frames", False, "frames handed over from Python (the API's stream() of arrays or a generator)",
+               lambda uri: uri.startswith("python:"), Source._feed_frames, probe=Source._find_feed),
+    SourceKind("stream", True, "a network camera or stream: rtsp(s)://, rtmp(s)://, http(s)://, srt://, udp://, tcp://",
+               lambda uri: uri.startswith(STREAM_SCHEMES), Source._live_frames, stream_opening),
+    SourceKind("webcam", True, "a local camera: webcam:0, /dev/video0, a device name on Windows",
+               lambda uri: uri.startswith(("webcam:", "/dev/video")) or uri.isdigit(), Source._live_frames,
+               webcam_opening),
+    SourceKind("lavfi", True, "an FFmpeg filter graph standing in for a camera: lavfi:testsrc2=size=640x360:rate=30",
+               lambda uri: uri.startswith("lavfi:"), Source._live_frames, lavfi_opening),
+    SourceKind("images", False, "a folder or glob of photos, in name order (EXIF orientation applied)",
+               lambda uri: any(c in uri for c in "*?[") or Path(uri).is_dir(), Source._image_frames,
+               probe=Source._list_images),
+    SourceKind("file", False, "a video file (mp4, mkv, mov, ...): nothing dropped, --resume continues it",
+               lambda uri: True, Source._file_frames, probe=Source._probe_file),
+)}  # fmt: skip
+LIVE_KINDS = tuple(kind.name for kind in SOURCE_KINDS.values() if kind.live)

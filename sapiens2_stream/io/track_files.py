@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import DEFAULT_FPS, SmoothingConfig
+from ..config import DEFAULT_FPS
 from ..models.metadata import COCO17_NAMES, pose_metadata
+from ..track.options import SmoothingConfig
 from ..track.smoothing import smooth_keypoints
 from .sink import Sink
 

@@ -6,7 +6,8 @@ The class is made once with its options (as users' stages are) and opens a state
 per folder. Being made where the built-in files are, it is fenced on a fleet, rolled with the segments and
 continued by --resume like them. One that raises while writing is said once and written no more into that folder
 (its `close` still runs; with outputs.segment_s the next segment opens it afresh); the built-in outputs go on, and
-without segments the summary's `outputs` names the frame and the error.
+the summary's `outputs` names the frame and the error (under `segments` and the segment's folder with
+outputs.segment_s).
 """
 
 from __future__ import annotations

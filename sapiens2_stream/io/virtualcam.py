@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import DEFAULT_FPS
+from ..config import (
+    DEFAULT_FPS,
+)
 from ..errors import Sapiens2StreamError
 from .sink import Sink
 

@@ -29,9 +29,9 @@ from collections import deque
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ..config import WebhooksOutput
 from ..errors import Sapiens2StreamError
 from .backoff import Backoff
+from .options import WebhooksOutput
 from .sink import Sink
 
 log = logging.getLogger("sapiens2_stream")

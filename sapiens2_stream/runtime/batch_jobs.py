@@ -16,8 +16,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError
+from .pipeline_config import PipelineConfig
 from .ray_cluster import connect, worker_plan
 
 MANIFEST = "manifest.json"

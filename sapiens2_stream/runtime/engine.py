@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from ..config import ModelSection
 from ..deploy.artifact import check_artifact
 from ..deploy.exported import ExportedModel
 from ..errors import Sapiens2StreamError
@@ -18,6 +17,7 @@ from ..models.loading import locate_checkpoint
 from ..models.network import Sapiens2Network
 from ..processing import crop_persons, merge_flip, prepare_frames, with_flipped
 from .device import compile_model, pad_to_bucket, transfers_for
+from .options import ModelSection
 from .results import FrameResult, Person
 
 
@@ -37,11 +37,11 @@ Outputs = list[dict[str, torch.Tensor]]  # what one task leaves on the device fo
 def check_model_sources(models: dict[str, ModelSection]) -> None:
     """What loading the models would refuse, found without reading a tensor or asking the hub: a source that is no
     file, folder or hub id, a folder without safetensors, a pickle, an export without its passing report."""
-    for task, section in models.items():
-        if section.runtime != "torch":
-            check_artifact(section.source, task, section.runtime, section.input_size)
+    for task, model in models.items():
+        if model.runtime != "torch":
+            check_artifact(model.source, task, model.runtime, model.input_size)
         else:
-            locate_checkpoint(section.source, download=False)
+            locate_checkpoint(model.source, download=False)
 
 
 class InferenceEngine:

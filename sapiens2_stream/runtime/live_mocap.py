@@ -21,16 +21,20 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import DEFAULT_FPS, PipelineConfig
+from ..config import DEFAULT_FPS
 from ..errors import Sapiens2StreamError
 from ..export.sync import sound_offsets, soundtrack
 from ..io.sink import best_keypoints
 from ..io.sources import LIVE_KINDS, source_kind
 from ..threed import Triangulator
 from ..threed.calibration import read_calibration
+
+if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
+    from .pipeline_config import PipelineConfig
 
 WAKE_S = 0.005  # how often waiting moments are looked at when no camera says anything
 

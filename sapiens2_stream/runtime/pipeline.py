@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import PipelineConfig, SourceConfig
 from ..detect import Detector, check_detector, make_detector
 from ..errors import Sapiens2StreamError
 from ..io.mqtt import MqttClient, tls_context
+from ..io.options import SourceConfig
 from ..io.sources import Source
 from .device import resolve_device, resolve_dtype
 from .engine import InferenceEngine, check_model_sources
@@ -45,6 +45,7 @@ from .live_mocap import LiveMocap
 from .memory import MemoryTrim
 from .numbers import DROP_REASONS, StageTimes
 from .observer import Observer
+from .pipeline_config import PipelineConfig
 from .planner import Planner
 from .prometheus import Monitor
 from .results import FrameResult
@@ -129,8 +130,7 @@ def check_run(cfg: PipelineConfig, given: list = ()) -> list:
     check_detector(cfg.detector)
     if cfg.outputs.mqtt.host and cfg.outputs.mqtt.tls is not None:
         tls_context(cfg.outputs.mqtt.tls)
-    group = [s for s in stages if s.scope == "group"]
-    return [s for s in stages if s.scope == "batch" or (s.enabled(cfg) if s in group else
+    return [s for s in stages if s.scope == "batch" or (s.enabled(cfg) if s.scope == "group" else
                                                          any(s.enabled(single) for single in singles))]  # fmt: skip
 
 

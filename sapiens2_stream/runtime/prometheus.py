@@ -20,10 +20,10 @@ import torch
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from ..config import MetricsConfig
 from ..errors import Sapiens2StreamError
 from .numbers import DROP_REASONS
 from .observer import Observer
+from .options import MetricsConfig
 
 AGE_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 STAGE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError, redact
 from ..io.jsonl import parse_lines
 from ..io.outputs import video_names
 from ..io.video_writer import playable_frames
 from ..track.smoothing import OnlineSmoother
 from ..track.tracker import Tracker
+
+if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
+    from .pipeline_config import PipelineConfig
 
 
 @dataclass
@@ -127,5 +130,6 @@ def prepare_resume(cfg: PipelineConfig, live: bool) -> ResumeState | None:
             "use another --output"
         )
     out = Path(cfg.outputs.dir)
-    videos = {name: playable_frames(out / name) for name in video_names(cfg) if (out / name).exists()}
+    names = video_names(cfg.outputs, cfg.enabled_models())
+    videos = {name: playable_frames(out / name) for name in names if (out / name).exists()}
     return ResumeState(records, videos)

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..config import PipelineConfig
 from ..errors import Sapiens2StreamError, redact
 from ..io.outputs import SinkSetup
 from ..io.sink import Fenced
@@ -33,6 +33,9 @@ from .results import FrameResult
 from .resume import prepare_resume
 from .stages import END, Handoff, SourceStages
 from .tracking import SourceTracking
+
+if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
+    from .pipeline_config import PipelineConfig
 
 LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames were dropped for want of time
 
@@ -61,7 +64,8 @@ class Stream:
         self.policy = rt.policy if rt.policy != "auto" else ("latest" if self.source.live else "block")
         self.drops_allowed = self.source.live and self.policy != "block"
         self.numbers = SourceNumbers(self.source.stats, self.source.live)
-        self.tracking = SourceTracking(cfg, self.numbers, self.under_load)  # the detect and track stages' own
+        # the detect and track stages' own
+        self.tracking = SourceTracking(cfg.detector, cfg.tracker, self.numbers, self.under_load)
         self.folder_checks: list[Callable[[Path], None]] = []  # asked before any output folder is opened or rolled
         # (a fleet worker's fence: raises `Fenced` once the source moved to another worker)
         self.stage_run: SourceStages | None = None  # its source stages, given when the run starts it

@@ -17,15 +17,17 @@ then that of 640x360).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 import cv2
 import numpy as np
 
-from ..config import PipelineConfig, TemporalConfig, temporal_outputs
+from ..io.options import SourceConfig
 from ..io.sources import source_kind
 from ..models import TaskSpec, pipeline_tasks
 from ..processing.dense import reduced_size
 from ..temporal import DenseStabilizer, Motion, refined_alpha, unit_vectors
+from .options import TemporalConfig, temporal_outputs
 from .results import FrameResult
 
 SEEN_ALPHA = 0.01  # below this the model's foreground colour is not trusted (the frame's colour is used)
@@ -33,11 +35,10 @@ FORGET_MARGIN = 0.1  # a new or lost person's box, enlarged by this share on eac
 MAX_DEPTH_CHANGE = (0.5, 2.0)  # a point moves along its ray by at most this factor (its depth's steady / own)
 
 
-def filtered_outputs(cfg: PipelineConfig) -> list[str]:
-    """The outputs of this single-source configuration that are filtered: `on`, or `auto` for anything but a
-    folder of photos (separate pictures have no motion between them to follow)."""
-    t, models = cfg.temporal, cfg.enabled_models()
-    moving = source_kind(cfg.source) != "images"
+def filtered_outputs(t: TemporalConfig, models: Iterable[str], source: SourceConfig) -> list[str]:
+    """The outputs a source's temporal filter steadies, with these models running: `on`, or `auto` for anything
+    but a folder of photos (separate pictures have no motion between them to follow)."""
+    moving = source_kind(source) != "images"
     return [out for out, model in temporal_outputs().items()
             if model in models and (getattr(t, out) == "on" or (getattr(t, out) == "auto" and moving))]  # fmt: skip
 

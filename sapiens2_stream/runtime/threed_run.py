@@ -16,12 +16,12 @@ from typing import BinaryIO
 import cv2
 import numpy as np
 
-from ..config import PipelineConfig
 from ..export.motion3d import write_mocap
 from ..io.sink import best_keypoints
 from ..threed import Lifter
 from ..threed.calibration import camera_named
 from ..threed.floor import FloorFinder, world_from_camera
+from ..threed.options import ThreeDConfig
 from .results import FrameResult
 
 REFIT_EVERY = 50  # frames between two fits of the floor
@@ -74,12 +74,12 @@ class TrackSpool(Mapping):
 
 
 class ThreeDRun:
-    def __init__(self, cfg: PipelineConfig, camera_name: str) -> None:
-        t = cfg.threed
-        self.camera = camera_named(cfg.threed.calibration, camera_name)
+    def __init__(self, t: ThreeDConfig, out_dir: Path, camera_name: str) -> None:
+        """The `threed:` section, the source's output folder and its name (its camera in the calibration)."""
+        self.camera = camera_named(t.calibration, camera_name)
         self.lifter = Lifter(None if self.camera is None else self.camera.matrix)
         self.floor = FloorFinder()
-        self.out_dir = Path(cfg.outputs.dir)
+        self.out_dir = Path(out_dir)
         self.formats = list(t.formats)
         self.rows = TrackSpool(self.out_dir / SPOOL)
         self.frames = 0

@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..config import PipelineConfig
+from ..detect.options import DetectorConfig
 from ..io.sources import Frame
 from ..track import Tracker
+from ..track.options import TrackerConfig
 from .numbers import SourceNumbers
 from .results import Person
 
@@ -18,10 +19,11 @@ AUTO_EVERY_BEHIND = 3  # detector.every: auto, while a live source is behind
 
 
 class SourceTracking:
-    def __init__(self, cfg: PipelineConfig, numbers: SourceNumbers, under_load: Callable[[], bool]) -> None:
-        """`under_load()`: whether the live source is behind now."""
-        self.every, self.numbers, self.under_load = cfg.detector.every, numbers, under_load
-        self.tracker = Tracker(cfg.tracker)
+    def __init__(self, detector: DetectorConfig, tracker: TrackerConfig, numbers: SourceNumbers,
+                 under_load: Callable[[], bool]) -> None:  # fmt: skip
+        """The `detector:` and `tracker:` sections; `under_load()`: whether the live source is behind now."""
+        self.every, self.numbers, self.under_load = detector.every, numbers, under_load
+        self.tracker = Tracker(tracker)
         self.countdown = 0  # frames until the detector runs again
         self.replay: dict[int, dict] = {}  # frame index -> its record, for frames drawn again
 

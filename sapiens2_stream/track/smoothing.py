@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from ..config import SmoothingConfig
+from .options import SmoothingConfig
 
 DEFAULT = SmoothingConfig()  # the method and minimum score a run uses unless told otherwise
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from ..config import TrackerConfig
+from .options import TrackerConfig
 
 VELOCITY_WINDOW_S = 0.6  # a track's velocity: the straight line through its centres of this long
 

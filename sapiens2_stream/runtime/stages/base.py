@@ -44,6 +44,8 @@ class Stage:
     replay: ClassVar[bool] = False  # results redrawn by --resume pass through it
     builtin: ClassVar[bool] = True
     section: ClassVar[str | None] = None  # the YAML section the stage reads, for `list stages`
+    Options: ClassVar[type | None] = None  # that section's class, as its package's `options` module declares it
+    # (`@section(key=...)`; the YAML is assembled from those declarations, runtime/pipeline_config.py)
     doc: ClassVar[str] = ""  # what it does in one line, for `list stages`
 
     def __init__(self, run=None) -> None:

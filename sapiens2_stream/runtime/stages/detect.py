@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from ...detect.options import DetectorConfig
 from .base import Stage, register_stage
 from .handoff import Item
 
@@ -16,6 +17,7 @@ class Detect(Stage):
 
     section, doc = "detector", "people boxes, on the detector's own thread (one detector for every source)"
 
+    Options = DetectorConfig
     scope = "batch"
 
     def open(self, run):

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...config import EventsConfig
 from ...events import EventRules
+from ...events.options import EventsConfig
 from ...events.rules import FEET, ids
 from ...io.sink import best_keypoints
 from ..results import FrameResult, Person

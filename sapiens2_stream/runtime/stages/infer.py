@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from ..options import ModelsConfig
 from .base import Stage, register_stage
 from .handoff import Item
 
@@ -17,6 +18,7 @@ class Infer(Stage):
     the models are busy (the take stage times live frames by it)."""
 
     section, doc = "models", "every task's batched forward with flip TTA on the one device thread, decoded"
+    Options = ModelsConfig
 
     scope, apart = "batch", True
 

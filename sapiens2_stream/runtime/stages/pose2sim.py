@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import Sapiens2StreamError
+from ...export.options import Pose2SimOutput
 from ...export.pose2sim import export_pose2sim
 from ...threed.calibration import read_calibration
 from .base import GroupStage, register_stage
@@ -30,6 +31,7 @@ class Pose2SimProject(GroupStage):
     own outputs stay as they were written."""
 
     section, doc = "outputs.pose2sim", "the take's cameras as one synchronised Pose2Sim project when the run ends"
+    Options = Pose2SimOutput
 
     def enabled(self, cfg) -> bool:
         return cfg.outputs.pose2sim.enabled

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ...config import SmoothingConfig
 from ...io.sink import as_recorded
 from ...track import OnlineSmoother
+from ...track.options import SmoothingConfig
 from ..results import FrameResult
 from .base import Stage, register_stage
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 
+from ..options import RuntimeConfig
 from .base import Stage, register_stage
 from .handoff import Item
 
@@ -18,6 +19,7 @@ class Take(Stage):
 
     section, doc = "runtime", "the frames of the next micro-batch, fairly across sources, just in time for the models"
 
+    Options = RuntimeConfig
     scope = "batch"
 
     def open(self, run):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...config import TemporalConfig
+from ..options import TemporalConfig
 from ..results import FrameResult
 from ..temporal_filter import TemporalFilter, filtered_outputs
 from .base import Stage, register_stage
@@ -19,10 +19,11 @@ class Temporal(Stage):
     replay = True
 
     def enabled(self, cfg) -> bool:
-        return bool(filtered_outputs(cfg))
+        return bool(filtered_outputs(cfg.temporal, cfg.enabled_models(), cfg.source))
 
     def open(self, stream) -> TemporalFilter:
-        return TemporalFilter(stream.cfg.temporal, filtered_outputs(stream.cfg))
+        cfg = stream.cfg
+        return TemporalFilter(cfg.temporal, filtered_outputs(cfg.temporal, cfg.enabled_models(), cfg.source))
 
     def __call__(self, state: TemporalFilter, result: FrameResult) -> None:
         state.apply(result)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...config import ThreeDConfig
 from ...threed.calibration import camera_named
+from ...threed.options import ThreeDConfig
 from ..results import FrameResult
 from ..threed_run import ThreeDRun
 from .base import Stage, register_stage
@@ -25,7 +25,7 @@ class ThreeD(Stage):
         camera_named(cfg.threed.calibration, cfg.source.name or cfg.name)
 
     def open(self, stream) -> ThreeDRun:
-        return ThreeDRun(stream.cfg, stream.label)
+        return ThreeDRun(stream.cfg.threed, stream.cfg.outputs.dir, stream.label)
 
     def __call__(self, state: ThreeDRun, result: FrameResult) -> None:
         state(result)

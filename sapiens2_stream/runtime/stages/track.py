@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...track.options import TrackerConfig
 from .base import Stage, register_stage
 from .handoff import Item
 
@@ -13,6 +14,7 @@ class TrackStage(Stage):
 
     section, doc = "tracker", "each source's tracker: ids across frames, boxes carried between detections"
 
+    Options = TrackerConfig
     scope = "batch"
 
     async def __call__(self, _, items: list[Item]) -> list[Item]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...threed.options import ThreeDConfig
 from ..live_mocap import LiveMocap, checked_group
 from .base import GroupStage, register_stage
 
@@ -13,6 +14,7 @@ class Triangulate(GroupStage):
     stages after this one (write_3d writes them)."""
 
     section, doc = "threed", "a calibrated camera group's people in metres, as their results arrive (moments)"
+    Options = ThreeDConfig
 
     def enabled(self, cfg) -> bool:
         return bool(checked_group(cfg))

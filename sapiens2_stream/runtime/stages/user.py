@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...config import StageConfig
 from ...errors import Sapiens2StreamError
-from ...user_stages import stage_object
+from ...user_stages import StageConfig, stage_object
 
 
 @dataclass(frozen=True)

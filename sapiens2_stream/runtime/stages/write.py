@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import OutputsConfig
-from ...io.outputs import check_sinks, make_sinks
+from ...io.options import OutputsBase
+from ...io.outputs import SinkInputs, check_sinks, make_sinks
 from ...io.sink import Sink
 from ..results import FrameResult
 from .base import Stage, register_stage
+
+
+def sink_inputs(cfg) -> SinkInputs:
+    """What a source's outputs read besides `outputs:` (a single-source configuration)."""
+    models = {task: m.source for task, m in cfg.enabled_models().items()}
+    return SinkInputs(models, bool(cfg.events), cfg.smoothing, cfg.source.name or cfg.name)
 
 
 @dataclass
@@ -25,14 +31,15 @@ class Write(Stage):
 
     section, doc = "outputs", "the source's outputs (files, window, re-stream, MQTT, webhooks), then the observers"
 
-    Options = OutputsConfig
+    Options = OutputsBase  # with a section per kind of output (io.outputs.SINKS)
     replay = True
 
     def check(self, cfg) -> None:
-        check_sinks(cfg)
+        check_sinks(cfg.outputs, cfg.enabled_models())
 
     def open(self, stream) -> SourceOutputs:
-        return SourceOutputs(stream, make_sinks(stream.cfg, stream.source, stream.sink_setup()))
+        sinks = make_sinks(stream.cfg.outputs, sink_inputs(stream.cfg), stream.source, stream.sink_setup())
+        return SourceOutputs(stream, sinks)
 
     def __call__(self, state: SourceOutputs, result: FrameResult) -> None:
         numbers = state.stream.numbers

@@ -12,6 +12,7 @@ import numpy as np
 from ...export.motion3d import write_track
 from ...export.vmc import OscSender
 from ...io.jsonl import write_line
+from ...threed.options import ThreeDConfig
 from ..live_mocap import Moment, checked_group
 from .base import GroupStage, register_stage
 
@@ -62,6 +63,7 @@ class Write3D(GroupStage):
     """The moments triangulate made, after any group stage placed between (its additions are in the records)."""
 
     section, doc = "threed", "the group's moments to OUTPUT/3d/ (JSONL, TRC/C3D/BVH per person), MQTT, VMC, OSC"
+    Options = ThreeDConfig
 
     def enabled(self, cfg) -> bool:
         return bool(checked_group(cfg))

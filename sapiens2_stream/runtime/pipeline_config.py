@@ -1,0 +1,224 @@
+"""The pipeline YAML's whole shape, assembled from the sections the packages declare.
+
+Each package declares the sections its components read in its own light `options` module (`@section(key=...)`:
+`detect/options.py` the detector's, `io/options.py` the inputs' and each kind of output's under `outputs:`,
+`runtime/options.py` the runtime's, models' and temporal filter's, ...); the stages name theirs (`Stage.section`).
+`PipelineConfig` is every declared section put together (nested by their dotted keys), as `models:` is made from
+the task table: a new component's keys are its options class, nothing here changes. What is no component's own (the
+inputs, users' stages, the name) is `PipelineBase`. Reading a pipeline file imports these light modules only (no
+torch, PyAV or ultralytics). Loading, `--set`, `${VAR}` and error wording are `config.py`'s; the checks that span
+sections are `check_config` below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import field
+from pathlib import Path
+
+from .. import config as kit
+from ..config import SOURCE_NAME, apply_sources, expand_env, from_dict, parse_yaml, section, set_dotted
+from ..errors import Sapiens2StreamError
+from ..io.options import SourceConfig
+from ..models.tasks import pipeline_tasks
+from ..user_stages import StageConfig
+from .options import ModelSection, check_temporal
+
+# The packages' options modules, in the order their sections come in the YAML (each declares its own).
+OPTIONS = ("detect.options", "track.options", "runtime.options", "io.options", "threed.options", "events.options",
+           "export.options")  # fmt: skip
+
+
+@section
+class PipelineBase:
+    """What is no component's own: the input(s), your own stages, the fleet and the pipeline's name."""
+
+    source: SourceConfig = field(default_factory=SourceConfig)
+    sources: list[SourceConfig] | None = None  # several inputs in one process, instead of `source`
+    stages: list[StageConfig] = field(default_factory=list)  # your own stages, run for every source in frame order
+    # (see the site's page "Your own stages")
+    name: str = "pipeline"  # names a single source in the summary, Prometheus and MQTT
+
+    def enabled_models(self) -> dict[str, ModelSection]:
+        return {k: v for k, v in vars(self.models).items() if v is not None}
+
+    def lifts_3d(self) -> bool:
+        """Whether the threed stage runs: on request, or by default when pose and pointmap both run."""
+        both = self.models.pose is not None and self.models.pointmap is not None
+        return both if self.threed.enabled == "auto" else bool(self.threed.enabled) and both
+
+    def per_source(self) -> list[PipelineConfig]:
+        """One single-source configuration per input. Named sources (`sources:`) write to OUTPUT/<name>/; the
+        single `source:` writes to OUTPUT/ itself."""
+        if self.sources is None:
+            return [self if self.source.events is None else dataclasses.replace(self, events=self.source.events)]
+        return [self.for_source(src) for src in self.sources]
+
+    def named(self, default: str = "cam1") -> PipelineConfig:
+        """This configuration with its input(s) as `sources:` (the single `source:` named `default` unless it has a
+        name), for what addresses sources by name (the console, the fleet): outputs then go to OUTPUT/<name>/."""
+        if self.sources is not None:
+            return self
+        return dataclasses.replace(self, sources=[dataclasses.replace(self.source, name=self.source.name or default)])
+
+    def for_source(self, src: SourceConfig) -> PipelineConfig:
+        """The single-source configuration of the named source `src`: its outputs in OUTPUT/<name>/."""
+        outputs = dataclasses.replace(self.outputs, dir=str(Path(self.outputs.dir) / src.name))
+        events = self.events if src.events is None else src.events
+        return dataclasses.replace(self, source=src, sources=None, outputs=outputs, events=events)
+
+
+
+def declared_sections() -> list[kit.Declared]:
+    """Every section the packages declare, in the order of `OPTIONS` (those declared elsewhere last), each package's
+    in the order it declares them."""
+    for name in OPTIONS:
+        importlib.import_module(f"sapiens2_stream.{name}")
+    sections = list(kit.SECTIONS.values())
+    home = {d.key: d.type.__module__.removeprefix("sapiens2_stream.") for d in sections if "." not in d.key}
+
+    def rank(declared: kit.Declared) -> int:
+        module = home.get(declared.key.split(".")[0])
+        return OPTIONS.index(module) if module in OPTIONS else len(OPTIONS)
+
+    return sorted(sections, key=rank)
+
+
+def section_field(declared: kit.Declared) -> dataclasses.Field:
+    """A section's field: a mapping made with its defaults (its class says what it is), or a plain value (a switch)
+    with its default, described by its declaration."""
+    if dataclasses.is_dataclass(declared.type):
+        return field(default_factory=declared.type)
+    return field(default=declared.default, metadata={"doc": declared.doc})
+
+
+def assembled(name: str, base: type, prefix: str, sections: list[kit.Declared]) -> type:
+    """`base` with a field for each section directly under `prefix` (each itself assembled from the sections
+    under it), in the order they are declared."""
+    fields = []
+    for declared in sections:
+        key = declared.key[len(prefix):]
+        if not declared.key.startswith(prefix) or "." in key:
+            continue
+        if any(d.key.startswith(f"{declared.key}.") for d in sections):
+            inner = assembled(key.title().replace("_", "") + "Config", declared.type, f"{declared.key}.", sections)
+            declared = dataclasses.replace(declared, type=inner)
+        fields.append((key, declared.type, section_field(declared)))
+    namespace = {"__module__": __name__, "__doc__": base.__doc__}
+    return section(dataclasses.make_dataclass(name, fields, bases=(base,), namespace=namespace))
+
+
+def assembled_config() -> type:
+    """The configuration of every section declared now (a section declared later, say in a test, is in the next
+    one assembled)."""
+    return assembled("PipelineConfig", PipelineBase, "", declared_sections())
+
+
+PipelineConfig = assembled_config()
+OutputsConfig = type(PipelineConfig().outputs)
+
+def load_config(
+    path: str | Path | None,
+    overrides: list[str] = (),
+    source: str | list[str] | None = None,
+    output: str | None = None,
+) -> PipelineConfig:
+    """Read and validate a pipeline YAML, then apply --set overrides and --source (one or several) / --output."""
+    data: dict = {}
+    origin = "configuration"
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise Sapiens2StreamError(f"{path}: no such pipeline file (see the ready ones in pipelines/)")
+        data = parse_yaml(p.read_text(), str(path))
+        origin = str(path)
+    return config_from(data, overrides, source, output, origin)
+
+
+def config_from(
+    data: dict, overrides=(), source: str | list[str] | None = None, output: str | None = None,
+    origin: str = "configuration",
+) -> PipelineConfig:  # fmt: skip
+    """A validated configuration from YAML-shaped data: `overrides` ("key.path=value"), the source(s), the output;
+    `${NAME}` in any string taken from the environment."""
+    if "source" in data and "sources" in data:
+        raise Sapiens2StreamError(
+            f"{origin}: both source: and sources: are given; use source: for one input or sources: for several"
+        )
+    for assignment in overrides:
+        set_dotted(data, assignment)
+    data = expand_env(data, origin)
+    if source:
+        apply_sources(data, [source] if isinstance(source, str) else list(source), origin)
+    if output is not None:
+        node = data.setdefault("outputs", {})
+        if not isinstance(node, dict):
+            raise Sapiens2StreamError(f"{origin}: outputs must be a mapping")
+        node["dir"] = output
+    try:
+        config = from_dict(PipelineConfig, data)
+    except Sapiens2StreamError as e:
+        raise Sapiens2StreamError(f"{origin}: {e}") from None
+    check_config(config, origin)
+    return config
+
+
+def check_config(config: PipelineConfig, origin: str) -> None:
+    """Checks across fields that the types alone cannot express."""
+
+    def fail(message: str) -> None:
+        raise Sapiens2StreamError(f"{origin}: {message}")
+
+    if config.sources is None and not config.source.uri:
+        fail("source.uri is missing: give a video file, rtsp://..., webcam:0 or a folder (or pass --source)")
+    if config.sources is not None:
+        if not config.sources:
+            fail("sources is empty: list at least one {name, uri} (or use source: for a single input)")
+        names = set()
+        for i, src in enumerate(config.sources):
+            if not src.uri:
+                fail(f"sources[{i}].uri is missing: a video file, rtsp://..., webcam:0 or a folder")
+            if not SOURCE_NAME.match(src.name):
+                fail(f"sources[{i}].name {src.name!r} must be letters, digits, - and _ (it names OUTPUT/<name>/)")
+            if src.name in names:
+                fail(f"sources[{i}].name {src.name!r} is used twice; every source needs its own name")
+            names.add(src.name)
+    if not config.enabled_models():
+        fail(f"models: enable at least one of {', '.join(t.name for t in pipeline_tasks())} (each with a source:)")
+    for name, model in config.enabled_models().items():
+        if not model.source:
+            fail(f"models.{name}.source is missing: a hub id, a folder or a .safetensors file")
+        if model.input_size and any(v % 16 for v in model.input_size):
+            fail(f"models.{name}.input_size must be [height, width], multiples of 16 (released models: [1024, 768])")
+    if config.detector.type == "file" and not config.detector.path:
+        fail("detector.path is missing: a type file detector reads its boxes from a .truth.json or a MOT det.txt")
+    if config.detector.type == "fixed":
+        if not config.detector.boxes:
+            fail("detector.boxes is empty: a fixed detector needs at least one [x, y, w, h] box")
+    url = config.outputs.stream.url
+    if url and not url.startswith(("rtmp://", "rtmps://", "rtsp://", "rtsps://")):
+        fail(f"outputs.stream.url {url!r} must be rtmp://... or rtsp://... (a media server that takes a stream)")
+    mqtt = config.outputs.mqtt
+    if mqtt.host and mqtt.password_env and mqtt.username is None:
+        fail("outputs.mqtt.password_env is set but outputs.mqtt.username is not")
+    tls = config.runtime.console.tls
+    if tls is not None and not (tls.certfile and tls.keyfile):
+        fail("runtime.console.tls needs both certfile and keyfile (PEM files)")
+    if config.outputs.pose2sim.enabled:
+        if config.sources is None or len(config.sources) < 2 or config.models.pose is None:
+            fail("outputs.pose2sim needs the pose model and two or more sources (the cameras of one take)")
+        if not config.outputs.jsonl.enabled:
+            fail("outputs.pose2sim needs outputs.jsonl.enabled: the project is made from each source's JSONL")
+    bg = config.outputs.matting.background
+    ok_bg = bg == "blur" or (isinstance(bg, (list, tuple)) and len(bg) == 3) or isinstance(bg, str)
+    if not ok_bg:
+        fail('outputs.matting.background must be [r, g, b], an image path or "blur"')
+    if "matting" in config.outputs.video.draw and config.models.matting is None:
+        fail("outputs.video.draw lists matting but models.matting is not enabled")
+    if "seg" in config.outputs.video.draw and config.models.seg is None:
+        fail("outputs.video.draw lists seg but models.seg is not enabled")
+    check_temporal(config.temporal, config.models, fail)
+
+
+
