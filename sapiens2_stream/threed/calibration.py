@@ -9,6 +9,7 @@ undistorted into another matrix: 62 mm RMS measured), so points are undistorted 
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -104,9 +105,10 @@ def numbers(values) -> str:
     return "[ " + ", ".join(repr(float(v)) for v in np.ravel(values)) + "]"
 
 
-def write_calibration(path: Path, cameras: list[Camera]) -> None:
+def write_calibration(path: Path, cameras: list[Camera], rms_px: dict[str, float] | None = None) -> None:
     """Calib.toml in Pose2Sim's layout, the cameras in the given order (Pose2Sim pairs them with the pose folders
-    by position)."""
+    by position); `rms_px`, each camera's true reprojection RMS, goes into the metadata (its mean as Pose2Sim's
+    `error`). Written beside the file first and moved over it whole: never half a calibration."""
     lines = []
     for cam in cameras:
         k = cam.matrix
@@ -116,6 +118,12 @@ def write_calibration(path: Path, cameras: list[Camera]) -> None:
             f"distortions = {numbers(cam.distortions)}", f"rotation = {numbers(cam.rotation)}",
             f"translation = {numbers(cam.translation)}", f"fisheye = {str(cam.fisheye).lower()}", "",
         ]  # fmt: skip
-    lines += ["[metadata]", "adjusted = false", "error = 0.0", ""]
+    error = float(np.mean(list(rms_px.values()))) if rms_px else 0.0
+    lines += ["[metadata]", "adjusted = false", f"error = {error!r}"]
+    if rms_px:
+        lines.append("rms_px = { " + ", ".join(f'{json.dumps(n)} = {float(v)!r}' for n, v in rms_px.items()) + " }")
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines))
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text("\n".join([*lines, ""]))
+    partial.replace(path)

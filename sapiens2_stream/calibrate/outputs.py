@@ -1,0 +1,97 @@
+"""What every run of `calibrate` writes: the Calib.toml (updated in place, replaced whole only once complete), a JSON
+report beside it (`<name>.report.json`) and a picture (`<name>.coverage.png`) of where each camera saw the board.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..errors import Sapiens2StreamError
+from ..threed.calibration import Camera, read_calibration, write_calibration
+from .intrinsics import Intrinsics
+from .views import View
+
+GRID = (8, 6)  # coverage: the picture cut into this many cells (columns, rows)
+PANEL_WIDTH = 480
+
+
+def report_paths(output: Path) -> tuple[Path, Path]:
+    stem = output.with_suffix("")
+    return stem.with_name(stem.name + ".report.json"), stem.with_name(stem.name + ".coverage.png")
+
+
+def coverage(views: list[View], size: tuple[int, int]) -> float:
+    """The share of the picture's cells (GRID) in which some view has a corner."""
+    cells = set()
+    for view in views:
+        cols = np.clip((view.found.image[:, 0] / size[0] * GRID[0]).astype(int), 0, GRID[0] - 1)
+        rows = np.clip((view.found.image[:, 1] / size[1] * GRID[1]).astype(int), 0, GRID[1] - 1)
+        cells.update(zip(cols.tolist(), rows.tolist(), strict=True))
+    return len(cells) / (GRID[0] * GRID[1])
+
+
+def coverage_picture(path: Path, seen: dict[str, tuple[list[View], Intrinsics]]) -> None:
+    """A panel per camera: its picture's frame, each view's board outline and corners in a colour of its own, the
+    grid of cells, and the camera's RMS."""
+    panels = []
+    for name, (views, result) in seen.items():
+        scale = PANEL_WIDTH / result.size[0]
+        height = int(round(result.size[1] * scale))
+        panel = np.full((height + 28, PANEL_WIDTH, 3), 255, np.uint8)
+        for i in range(1, GRID[0]):
+            x = int(PANEL_WIDTH * i / GRID[0])
+            cv2.line(panel, (x, 28), (x, height + 27), (225, 225, 225), 1)
+        for j in range(1, GRID[1]):
+            y = 28 + int(height * j / GRID[1])
+            cv2.line(panel, (0, y), (PANEL_WIDTH - 1, y), (225, 225, 225), 1)
+        cv2.rectangle(panel, (0, 28), (PANEL_WIDTH - 1, height + 27), (0, 0, 0), 1)
+        for k, view in enumerate(views):
+            hue = int(180 * k / max(len(views), 1))
+            colour = cv2.cvtColor(np.uint8([[[hue, 200, 200]]]), cv2.COLOR_HSV2BGR)[0, 0].tolist()
+            pts = view.found.image * scale + [0, 28]
+            hull = cv2.convexHull(pts.astype(np.int32))
+            cv2.polylines(panel, [hull], True, colour, 1, cv2.LINE_AA)
+            for x, y in pts:
+                cv2.circle(panel, (int(x), int(y)), 2, colour, -1, cv2.LINE_AA)
+        text = (f"{name}: {len(views)} views, RMS {result.rms_px:.3f} px, "
+                f"{coverage(views, result.size):.0%} of the picture")  # fmt: skip
+        cv2.putText(panel, text, (6, 19), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
+        panels.append(panel)
+    width = max(p.shape[1] for p in panels)
+    picture = np.vstack([np.pad(p, ((0, 6), (0, width - p.shape[1]), (0, 0)), constant_values=255) for p in panels])
+    cv2.imwrite(str(path), picture)
+
+
+def updated_cameras(output: Path, solved: list[Intrinsics]) -> list[Camera]:
+    """The cameras of `output` (when it exists) with the solved ones' intrinsics replaced (their extrinsics kept),
+    then the new cameras (at the world's origin until their extrinsics are calibrated)."""
+    cameras = dict(read_calibration(output)) if output.exists() else {}
+    for result in solved:
+        old = cameras.get(result.name)
+        rotation = old.rotation if old is not None else np.zeros(3)
+        translation = old.translation if old is not None else np.zeros(3)
+        cameras[result.name] = Camera(result.name, (float(result.size[0]), float(result.size[1])), result.matrix,
+                                      result.distortions, rotation, translation)  # fmt: skip
+    return list(cameras.values())
+
+
+def write_intrinsics(output: Path, seen: dict[str, tuple[list[View], Intrinsics]], board_text: str) -> dict:
+    """Calib.toml, its report and its picture; returns the report."""
+    solved = [result for _, result in seen.values()]
+    try:
+        cameras = updated_cameras(output, solved)
+    except Sapiens2StreamError as e:
+        raise Sapiens2StreamError(f"--output {output}: it exists but cannot be updated ({e})") from None
+    rms = {r.name: round(r.rms_px, 4) for r in solved}
+    write_calibration(output, cameras, rms)
+    report = {"board": board_text, "calibration": str(output), "cameras": {}}
+    for name, (views, result) in seen.items():
+        report["cameras"][name] = {**result.report(), "coverage": round(coverage(views, result.size), 3)}
+    report_json, picture = report_paths(output)
+    report_json.write_text(json.dumps(report, indent=1, default=float) + "\n")
+    coverage_picture(picture, seen)
+    return report
