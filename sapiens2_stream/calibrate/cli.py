@@ -14,19 +14,32 @@ def add_parser(sub) -> None:
     kinds = calibrate.add_subparsers(dest="calibration", required=True)
     intrinsics = kinds.add_parser("intrinsics", help="each camera's focal length, principal point and distortion "
                                                      "from pictures or a video of a board")  # fmt: skip
-    intrinsics.add_argument("--board", choices=("checkerboard", "charuco"), default="checkerboard")
-    intrinsics.add_argument("--corners", metavar="COLSxROWS", help="checkerboard: its inner corners, e.g. 9x6")
-    intrinsics.add_argument("--squares", metavar="COLSxROWS", help="charuco: its squares, e.g. 7x5")
-    intrinsics.add_argument("--square", type=float, metavar="METRES", help="the side of a square, e.g. 0.025")
-    intrinsics.add_argument("--marker", type=float, metavar="METRES", help="charuco: the side of a marker")
-    intrinsics.add_argument("--dictionary", metavar="NAME", help="charuco: its ArUco dictionary, e.g. DICT_4X4_50")
-    intrinsics.add_argument("--camera", action="append", required=True, metavar="NAME=PATH",
-                            help="a camera's pictures (a file, folder or glob) or video; repeat for several")
-    intrinsics.add_argument("--output", required=True, metavar="FILE",
-                            help="the Calib.toml to write (updated in place when it exists)")
+    add_board_options(intrinsics)
     intrinsics.add_argument("--max-views", type=int, default=40, metavar="N",
                             help="from a video: at most this many views, chosen far apart (default %(default)s)")
     intrinsics.set_defaults(func=cmd_calibrate_intrinsics)
+    extrinsics = kinds.add_parser("extrinsics", help="where the cameras are, from a board they saw at the same "
+                                                     "moments (the n-th picture of each camera)")  # fmt: skip
+    add_board_options(extrinsics)
+    extrinsics.add_argument("--intrinsics", metavar="FILE",
+                            help="a Calib.toml with the cameras' intrinsics (default: solved from the same views)")
+    extrinsics.add_argument("--floor-from-board", type=int, metavar="N",
+                            help="the picture (from 0) whose board lies on the floor: the world's origin, Z up "
+                                 "(default: the first seen by the most cameras)")  # fmt: skip
+    extrinsics.set_defaults(func=cmd_calibrate_extrinsics, max_views=10**6)
+
+
+def add_board_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--board", choices=("checkerboard", "charuco"), default="checkerboard")
+    p.add_argument("--corners", metavar="COLSxROWS", help="checkerboard: its inner corners, e.g. 9x6")
+    p.add_argument("--squares", metavar="COLSxROWS", help="charuco: its squares, e.g. 7x5")
+    p.add_argument("--square", type=float, metavar="METRES", help="the side of a square, e.g. 0.025")
+    p.add_argument("--marker", type=float, metavar="METRES", help="charuco: the side of a marker")
+    p.add_argument("--dictionary", metavar="NAME", help="charuco: its ArUco dictionary, e.g. DICT_4X4_50")
+    p.add_argument("--camera", action="append", required=True, metavar="NAME=PATH",
+                   help="a camera's pictures (a file, folder or glob) or video; repeat for several")
+    p.add_argument("--output", required=True, metavar="FILE",
+                   help="the Calib.toml to write (updated in place when it exists)")
 
 
 def camera_specs(given: list[str]) -> dict[str, str]:
@@ -42,10 +55,9 @@ def camera_specs(given: list[str]) -> dict[str, str]:
     return cameras
 
 
-def cmd_calibrate_intrinsics(args: argparse.Namespace) -> int:
+def board_and_views(args: argparse.Namespace) -> tuple:
+    """The board, each camera's views of it (name -> Views) and the output path, every bad part said in one line."""
     from .boards import board_from
-    from .intrinsics import calibrate_intrinsics
-    from .outputs import report_paths, write_intrinsics
     from .views import board_views
 
     board = board_from(args.board, args.corners, args.squares, args.square, args.marker, args.dictionary)
@@ -60,16 +72,78 @@ def cmd_calibrate_intrinsics(args: argparse.Namespace) -> int:
             raise Sapiens2StreamError(f"camera {name}: {board.describe()} was not found in any of the "
                                       f"{views.looked_at} picture(s) of {spec} (check --corners: inner corners, "
                                       "where four squares meet)")  # fmt: skip
+        seen[name] = views
+    return board, seen, output
+
+
+def solved_intrinsics(board, seen: dict) -> dict:
+    """name -> (the views kept, Intrinsics) of every camera, solved from its views."""
+    from .intrinsics import calibrate_intrinsics
+
+    solved = {}
+    for name, views in seen.items():
         result = calibrate_intrinsics(name, views.views, board, views.size)
         result.dropped = {**views.left_out, **result.dropped}
-        kept = [v for v in views.views if v.label in result.view_rms_px]
-        seen[name] = (kept, result)
-    report = write_intrinsics(output, seen, board.describe())
+        solved[name] = ([v for v in views.views if v.label in result.view_rms_px], result)
+    return solved
+
+
+def cmd_calibrate_intrinsics(args: argparse.Namespace) -> int:
+    from .outputs import report_paths, write_intrinsics
+
+    board, seen, output = board_and_views(args)
+    report = write_intrinsics(output, solved_intrinsics(board, seen), board.describe())
     report_json, picture = report_paths(output)
     for name, cam in report["cameras"].items():
         dropped = f", {len(cam['dropped'])} left out" if cam["dropped"] else ""
         print(f"{name}: {cam['views']} views{dropped}; RMS {cam['rms_px']:.3f} px; fx {cam['fx']:.1f} "
               f"fy {cam['fy']:.1f} cx {cam['cx']:.1f} cy {cam['cy']:.1f} (± {cam['sigma']['fx']:.1f} px); "
               f"{cam['model']}; {cam['coverage']:.0%} of the picture covered")  # fmt: skip
+    print(f"wrote {output}, {report_json.name}, {picture.name}", file=sys.stderr)
+    return 0
+
+
+def cmd_calibrate_extrinsics(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ..threed.calibration import Camera, read_calibration
+    from .boards import board_from
+    from .extrinsics import calibrate_extrinsics
+    from .outputs import report_paths, write_extrinsics
+
+    board = board_from(args.board, args.corners, args.squares, args.square, args.marker, args.dictionary)
+    if board.kind == "checkerboard" and board.cols % 2 == board.rows % 2:
+        raise Sapiens2StreamError(f"--corners {args.corners}: a board of {board.cols + 1}x{board.rows + 1} squares "
+                                  "looks the same turned half round, so cameras may disagree on its corners; use "
+                                  "one with an odd number of squares one way and even the other (9x6 inner "
+                                  "corners) or a ChArUco board")  # fmt: skip
+    _, seen, output = board_and_views(args)
+    if args.intrinsics:
+        known = read_calibration(args.intrinsics)
+        missing = [name for name in seen if name not in known]
+        if missing:
+            raise Sapiens2StreamError(f"--intrinsics {args.intrinsics}: no camera named {missing[0]} in it (it has "
+                                      f"{', '.join(sorted(known))})")  # fmt: skip
+        cams = {name: known[name] for name in seen}
+        found = {name: views.views for name, views in seen.items()}
+    else:
+        solved = solved_intrinsics(board, seen)
+        cams = {name: Camera(name, (float(r.size[0]), float(r.size[1])), r.matrix, r.distortions, np.zeros(3),
+                             np.zeros(3)) for name, (_, r) in solved.items()}  # fmt: skip
+        found = {name: kept for name, (kept, _) in solved.items()}
+    placed = calibrate_extrinsics(cams, found, board, args.floor_from_board)
+    report = write_extrinsics(output, placed, board)
+    report_json, picture = report_paths(output, "rig")
+    for name, cam in report["cameras"].items():
+        x, y, z = cam["position_m"]
+        print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px over {cam['views']} views")
+    check = report["board_check"]
+    if check:
+        print(f"board check: neighbouring corners {check['spacing_mean_mm']:.2f} ± {check['spacing_sd_mm']:.2f} mm "
+              f"apart (the square: {check['square_mm']:g} mm, {check['spacing_error_pct']:+.2f} %), flat to "
+              f"{check['flatness_rms_mm']:.2f} mm RMS")  # fmt: skip
+    for name in placed.below_floor:
+        print(f"warning: camera {name} is below the floor the board defines (--floor-from-board picks another "
+              "picture)", file=sys.stderr)  # fmt: skip
     print(f"wrote {output}, {report_json.name}, {picture.name}", file=sys.stderr)
     return 0

@@ -1,5 +1,6 @@
 """What every run of `calibrate` writes: the Calib.toml (updated in place, replaced whole only once complete), a JSON
-report beside it (`<name>.report.json`) and a picture (`<name>.coverage.png`) of where each camera saw the board.
+report beside it (`<name>.report.json`) and a picture: where each camera saw the board (`<name>.coverage.png`,
+intrinsics) or the cameras and the floor from above with each camera's reprojection error (`<name>.rig.png`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import numpy as np
 
 from ..errors import Sapiens2StreamError
 from ..threed.calibration import Camera, read_calibration, write_calibration
+from .boards import Board
+from .extrinsics import Placed
 from .intrinsics import Intrinsics
 from .views import View
 
@@ -19,9 +22,10 @@ GRID = (8, 6)  # coverage: the picture cut into this many cells (columns, rows)
 PANEL_WIDTH = 480
 
 
-def report_paths(output: Path) -> tuple[Path, Path]:
+def report_paths(output: Path, picture: str = "coverage") -> tuple[Path, Path]:
+    """The report and the picture beside a Calib.toml: `<name>.report.json`, `<name>.<picture>.png`."""
     stem = output.with_suffix("")
-    return stem.with_name(stem.name + ".report.json"), stem.with_name(stem.name + ".coverage.png")
+    return stem.with_name(stem.name + ".report.json"), stem.with_name(f"{stem.name}.{picture}.png")
 
 
 def coverage(views: list[View], size: tuple[int, int]) -> float:
@@ -64,6 +68,65 @@ def coverage_picture(path: Path, seen: dict[str, tuple[list[View], Intrinsics]])
     width = max(p.shape[1] for p in panels)
     picture = np.vstack([np.pad(p, ((0, 6), (0, width - p.shape[1]), (0, 0)), constant_values=255) for p in panels])
     cv2.imwrite(str(path), picture)
+
+
+def top_view(path: Path, placed: Placed, board_corners: np.ndarray) -> None:
+    """The rig from above: the floor's board, each camera's centre and where it looks, a scale bar; under it each
+    camera's reprojection RMS."""
+    centres = {c.name: -cv2.Rodrigues(c.rotation)[0].T @ c.translation for c in placed.cameras}
+    looks = {c.name: cv2.Rodrigues(c.rotation)[0].T @ np.array([0, 0, 1.0]) for c in placed.cameras}
+    floor = board_corners[:, :2] * [1, -1]  # the board of the floor's picture, in the world (x, -y)
+    xy = np.concatenate([floor, np.stack([c[:2] for c in centres.values()])])
+    span = float(max(xy.max(0) - xy.min(0)))
+    low, high = xy.min(0) - 0.2 * span, xy.max(0) + 0.2 * span
+    side = 520
+    scale = (side - 40) / float(max(high - low))
+
+    def at(p) -> tuple[int, int]:
+        return int(20 + (p[0] - low[0]) * scale), int(side - 20 - (p[1] - low[1]) * scale)
+
+    picture = np.full((side + 24 * len(centres) + 10, side, 3), 255, np.uint8)
+    hull = cv2.convexHull(np.array([at(p) for p in floor], np.int32))
+    cv2.fillPoly(picture, [hull], (215, 235, 215))
+    cv2.drawMarker(picture, at((0, 0)), (40, 140, 40), cv2.MARKER_SQUARE, 10, 2)
+    for i, (name, centre) in enumerate(centres.items()):
+        tip = centre[:2] + 0.15 * span * looks[name][:2]
+        cv2.arrowedLine(picture, at(centre[:2]), at(tip), (200, 80, 0), 2, cv2.LINE_AA, tipLength=0.25)
+        cv2.circle(picture, at(centre[:2]), 5, (200, 80, 0), -1, cv2.LINE_AA)
+        x, y = at(centre[:2])
+        cv2.putText(picture, f"{name} ({centre[2]:.2f} m up)", (x + 8, y + (18 if i % 2 else -8)),
+                    cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1, cv2.LINE_AA)  # fmt: skip
+    bar = next((v for v in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if v * scale > 80), 100)
+    cv2.line(picture, (20, side - 6), (20 + int(bar * scale), side - 6), (0, 0, 0), 2)
+    cv2.putText(picture, f"{bar:g} m", (26 + int(bar * scale), side - 2), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1)
+    for i, (name, rms) in enumerate(placed.rms_px.items()):
+        y = side + 18 + 24 * i
+        cv2.putText(picture, f"{name}: {rms:.3f} px", (20, y), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1,
+                    cv2.LINE_AA)  # fmt: skip
+        cv2.rectangle(picture, (170, y - 10), (170 + int(min(rms, 3.0) / 3.0 * 320), y), (0, 120, 220), -1)
+    cv2.imwrite(str(path), picture)
+
+
+def write_extrinsics(output: Path, placed: Placed, board: Board) -> dict:
+    """Calib.toml (the cameras placed; other cameras of an existing file kept), its report and its picture."""
+    try:
+        cameras = {c.name: c for c in read_calibration(output).values()} if output.exists() else {}
+    except Sapiens2StreamError as e:
+        raise Sapiens2StreamError(f"--output {output}: it exists but cannot be updated ({e})") from None
+    cameras.update({c.name: c for c in placed.cameras})
+    write_calibration(output, list(cameras.values()), {n: round(v, 4) for n, v in placed.rms_px.items()})
+    report = {"board": board.describe(), "calibration": str(output), "floor_picture": placed.floor,
+              "pictures_used": placed.moments, "board_check": placed.check, "below_floor": placed.below_floor,
+              "cameras": {}}  # fmt: skip
+    for cam in placed.cameras:
+        centre = -cv2.Rodrigues(cam.rotation)[0].T @ cam.translation
+        report["cameras"][cam.name] = {"position_m": [round(float(v), 4) for v in centre],
+                                       "rms_px": round(placed.rms_px[cam.name], 4),
+                                       "views": len(placed.views[cam.name])}  # fmt: skip
+    report_json, picture = report_paths(output, "rig")
+    report_json.write_text(json.dumps(report, indent=1, default=float) + "\n")
+    top_view(picture, placed, board.corners())
+    return report
 
 
 def updated_cameras(output: Path, solved: list[Intrinsics]) -> list[Camera]:

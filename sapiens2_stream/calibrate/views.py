@@ -26,9 +26,12 @@ BLUR_SHARE = 0.35  # a view whose sharpness is under this share of the sharpest 
 
 @dataclass(frozen=True)
 class View:
-    """The board seen once: `label` names the picture (a file name, or `frame N` of a video)."""
+    """The board seen once: `label` names the picture (a file name, or `frame N` of a video), `moment` says when
+    (the picture's place among the camera's photos, or the video's frame index): several cameras' views of one
+    moment saw the board in one place."""
 
     label: str
+    moment: int
     found: Found
     sharpness: float
 
@@ -44,8 +47,9 @@ class Views:
     left_out: dict[str, str]
 
 
-def pictures(spec: str, candidates: int = 120) -> Iterator[tuple[str, np.ndarray]]:
-    """(label, grey picture) of a camera's photos, or frames of its video (about `candidates`, evenly spread)."""
+def pictures(spec: str, candidates: int = 120) -> Iterator[tuple[str, int, np.ndarray]]:
+    """(label, moment, grey picture) of a camera's photos in name order, or of frames of its video (about
+    `candidates`, evenly spread)."""
     path = Path(spec)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
@@ -60,14 +64,14 @@ def pictures(spec: str, candidates: int = 120) -> Iterator[tuple[str, np.ndarray
         raise Sapiens2StreamError(f"{spec}: no such file, folder or glob")
     if not files:
         raise Sapiens2StreamError(f"{spec}: no pictures there ({', '.join(IMAGE_SUFFIXES)})")
-    for file in files:
+    for moment, file in enumerate(files):
         grey = cv2.imread(str(file), cv2.IMREAD_GRAYSCALE)
         if grey is None:
             raise Sapiens2StreamError(f"{file}: cannot read this picture")
-        yield file.name, grey
+        yield file.name, moment, grey
 
 
-def video_frames(path: Path, candidates: int) -> Iterator[tuple[str, np.ndarray]]:
+def video_frames(path: Path, candidates: int) -> Iterator[tuple[str, int, np.ndarray]]:
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
@@ -77,7 +81,7 @@ def video_frames(path: Path, candidates: int) -> Iterator[tuple[str, np.ndarray]
             stride = max(1, (stream.frames or candidates) // candidates)
             for index, frame in enumerate(container.decode(stream)):
                 if index % stride == 0:
-                    yield f"frame {index}", frame.to_ndarray(format="gray")
+                    yield f"frame {index}", index, frame.to_ndarray(format="gray")
     except av.FFmpegError as e:
         raise Sapiens2StreamError(f"{path}: cannot read this video ({e})") from None
 
@@ -94,7 +98,7 @@ def board_views(spec: str, board: Board, max_views: int = 40) -> Views:
     """The camera's usable views of `board` from `spec`: every photo where the board is found; from a video, the
     sharp frames, thinned to `max_views` views far apart."""
     found, missed, size, looked_at, video = [], [], None, 0, False
-    for label, grey in pictures(spec):
+    for label, moment, grey in pictures(spec):
         video = video or label.startswith("frame ")
         looked_at += 1
         shape = (grey.shape[1], grey.shape[0])
@@ -104,7 +108,7 @@ def board_views(spec: str, board: Board, max_views: int = 40) -> Views:
         size = shape
         seen = board.find(grey)
         if seen is not None:
-            found.append(View(label, seen, sharpness(grey, seen.image)))
+            found.append(View(label, moment, seen, sharpness(grey, seen.image)))
         elif not video:
             missed.append(label)
     left_out: dict[str, str] = {label: "the board was not found" for label in missed}
