@@ -307,3 +307,102 @@ def test_a_board_that_looks_the_same_turned_round_is_refused_for_extrinsics(tmp_
     assert main(["calibrate", "extrinsics", *args, "--camera", f"a={tmp_path / 'a'}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "a board of 9x7 squares looks the same turned half round" in err[0]
+
+
+def write_run(folder: Path, camera, frames: int, rng, wrong: float = 0.0, extra_person: bool = False) -> None:
+    """A run's results.jsonl of a person walking past the synthetic rig's `camera` (1 px of noise; `wrong`: that
+    share of keypoints anywhere in the picture, as a confused model puts them)."""
+    from tests import scenes3d as S
+
+    folder.mkdir(parents=True)
+    with open(folder / "results.jsonl", "w") as f:
+        for i in range(frames):
+            poses = [S.walking(i / 30)] + ([S.walking(i / 30, y=1.5, start_x=1.0)] if extra_person else [])
+            keypoints, scores = S.seen_by(camera, poses, rng)
+            people = []
+            for p, (kp, sc) in enumerate(zip(keypoints, scores, strict=True)):
+                bad = rng.random(len(kp)) < wrong
+                kp[bad] = rng.uniform([0, 0], [1920, 1080], (int(bad.sum()), 2))
+                people.append({"track_id": p + 1, "keypoints": kp.round(2).tolist(),
+                               "keypoint_scores": sc.round(3).tolist()})  # fmt: skip
+            f.write(json.dumps({"frame": i, "people": people}) + "\n")
+
+
+def rig_errors(truth: list, solved: dict) -> tuple[np.ndarray, np.ndarray, float]:
+    """Camera-centre errors (m) and rotation errors (degrees) once the solved world is turned about Z and moved
+    along the floor onto the true one (its origin and X axis are conventions), and the scale's ratio (the distances
+    between the cameras, ours over the truth's)."""
+    from itertools import combinations
+
+    def centre(c) -> np.ndarray:
+        return -cv2.Rodrigues(c.rotation)[0].T @ c.translation
+
+    # R_true = R_ours @ Y for the yaw Y between the worlds: averaged over the cameras, its angle about Z
+    ys = [cv2.Rodrigues(solved[c.name].rotation)[0].T @ cv2.Rodrigues(c.rotation)[0] for c in truth]
+    theta = np.arctan2(np.mean([y[1, 0] - y[0, 1] for y in ys]), np.mean([y[0, 0] + y[1, 1] for y in ys]))
+    yaw = np.array([[np.cos(theta), -np.sin(theta), 0], [np.sin(theta), np.cos(theta), 0], [0, 0, 1]])
+    ours = np.stack([centre(solved[c.name]) for c in truth])
+    true = np.stack([centre(c) for c in truth]) @ yaw.T  # the true centres in our world's axes
+    shift = np.mean(ours - true, axis=0)
+    shift[2] = 0  # the floor is no convention: heights must agree as they are
+    angles = [np.degrees(np.arccos(np.clip((np.trace(cv2.Rodrigues(solved[c.name].rotation)[0] @ yaw
+                                                      @ cv2.Rodrigues(c.rotation)[0].T) - 1) / 2, -1, 1)))
+              for c in truth]  # fmt: skip
+    pairs = list(combinations(range(len(truth)), 2))
+    scale = np.mean([np.linalg.norm(ours[i] - ours[j]) / np.linalg.norm(true[i] - true[j]) for i, j in pairs])
+    return np.linalg.norm(ours - true - shift, axis=1), np.array(angles), float(scale)
+
+
+@pytest.mark.parametrize("cameras,wrong", [(4, 0.0), (4, 0.05), (2, 0.0)])
+def test_cameras_are_placed_from_a_person_walking_past_them(tmp_path, capsys, cameras, wrong):
+    """A person walks 3 m past a rig of 1080p cameras 4 m away, seen with 1 px of noise (and 5 % wrong keypoints):
+    from the runs' keypoints, the intrinsics and the person's height, every camera within 3 cm and half a degree of
+    where it stands, the scale within 0.5 %, the floor where the feet rest. The synthetic body's eyes are 1.727 m
+    up: the height given is what a person with those eyes stands (1.727 / 0.936)."""
+    from tests import scenes3d as S
+
+    truth = S.rig(cameras)
+    rng = np.random.default_rng(5)
+    for cam in truth:
+        write_run(tmp_path / cam.name, cam, 150, rng, wrong)
+    write_calibration(tmp_path / "intrinsics.toml", [Camera(c.name, c.size, c.matrix, c.distortions, np.zeros(3),
+                                                            np.zeros(3)) for c in truth])  # fmt: skip
+    out = tmp_path / "Calib.toml"
+    args = ["--intrinsics", str(tmp_path / "intrinsics.toml"), "--height", str(1.727 / 0.936), "--output", str(out)]
+    assert main(["calibrate", "people", *args, *(f"--camera={c.name}={tmp_path / c.name}" for c in truth)]) == 0
+    solved = read_calibration(out)
+    centres, angles, scale = rig_errors(truth, solved)
+    assert centres.max() < 0.03 and angles.max() < 0.5 and abs(scale - 1) < 0.005, (centres, angles, scale)
+    report = json.loads((tmp_path / "Calib.report.json").read_text())
+    assert report["floor_rms_m"] < 0.02 and all(c["rms_px"] < 2.5 for c in report["cameras"].values())
+    assert "points over" in capsys.readouterr().out and (tmp_path / "Calib.rig.png").is_file()
+
+
+@pytest.mark.parametrize("case,said", [
+    ("apart", "calibrate people: no two cameras saw the person at the same moments"),
+    ("several", "several people at once in 40 frames; give --track ID"),
+    ("video", "camera cam1: "),
+])  # fmt: skip
+def test_people_calibration_bad_input_is_one_line(tmp_path, capsys, case, said):
+    from tests import scenes3d as S
+
+    truth = S.rig(2)
+    rng = np.random.default_rng(1)
+    for i, cam in enumerate(truth):
+        write_run(tmp_path / cam.name, cam, 40, rng, extra_person=case == "several")
+        if case == "apart" and i == 1:  # the second camera's frames are other moments
+            lines = (tmp_path / cam.name / "results.jsonl").read_text().splitlines()
+            shifted = [json.dumps({**json.loads(x), "frame": json.loads(x)["frame"] + 1000}) for x in lines]
+            (tmp_path / cam.name / "results.jsonl").write_text("\n".join(shifted) + "\n")
+    if case == "video":
+        (tmp_path / "walk.mp4").write_bytes(b"not really")
+    write_calibration(tmp_path / "intrinsics.toml", truth)
+    cams = [f"--camera={c.name}={tmp_path / c.name}" for c in truth]
+    if case == "video":
+        cams[0] = f"--camera=cam1={tmp_path / 'walk.mp4'}"
+    out = tmp_path / "Calib.toml"
+    args = ["--intrinsics", str(tmp_path / "intrinsics.toml"), "--height", "1.8", "--output", str(out)]
+    assert main(["calibrate", "people", *args, *cams]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+    assert not out.exists()

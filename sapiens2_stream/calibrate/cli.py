@@ -27,6 +27,19 @@ def add_parser(sub) -> None:
                             help="the picture (from 0) whose board lies on the floor: the world's origin, Z up "
                                  "(default: the first seen by the most cameras)")  # fmt: skip
     extrinsics.set_defaults(func=cmd_calibrate_extrinsics, max_views=10**6)
+    people = kinds.add_parser("people", help="where the cameras are, from a person walking through the room")
+    people.add_argument("--camera", action="append", required=True, metavar="NAME=RUN_FOLDER",
+                        help="a camera's run (its output folder, results.jsonl with the pose model's keypoints); "
+                             "the runs of one take, frame n of each at the same moment")  # fmt: skip
+    people.add_argument("--intrinsics", required=True, metavar="FILE", help="a Calib.toml with every camera's "
+                                                                          "intrinsics (calibrate intrinsics)")
+    people.add_argument("--height", required=True, type=float, metavar="METRES",
+                        help="the person's standing height, floor to crown: the scale")
+    people.add_argument("--track", type=int, metavar="ID", help="the person, where several are seen (their track "
+                                                              "id, the same in every camera's run)")
+    people.add_argument("--output", required=True, metavar="FILE",
+                        help="the Calib.toml to write (updated in place when it exists)")
+    people.set_defaults(func=cmd_calibrate_people)
 
 
 def add_board_options(p: argparse.ArgumentParser) -> None:
@@ -145,5 +158,43 @@ def cmd_calibrate_extrinsics(args: argparse.Namespace) -> int:
     for name in placed.below_floor:
         print(f"warning: camera {name} is below the floor the board defines (--floor-from-board picks another "
               "picture)", file=sys.stderr)  # fmt: skip
+    print(f"wrote {output}, {report_json.name}, {picture.name}", file=sys.stderr)
+    return 0
+
+
+def cmd_calibrate_people(args: argparse.Namespace) -> int:
+    from ..threed.calibration import read_calibration
+    from .outputs import report_paths, write_people
+    from .people import calibrate_from_people, person_track
+
+    if not 0.5 < args.height < 2.6:
+        raise Sapiens2StreamError(f"--height {args.height}: a person's standing height in metres (e.g. 1.75)")
+    cameras = camera_specs(args.camera)
+    if len(cameras) < 2:
+        raise Sapiens2StreamError("calibrate people needs two or more cameras (--camera NAME=RUN_FOLDER, repeated)")
+    output = Path(args.output)
+    known = read_calibration(args.intrinsics)
+    missing = [name for name in cameras if name not in known]
+    if missing:
+        raise Sapiens2StreamError(f"--intrinsics {args.intrinsics}: no camera named {missing[0]} in it (it has "
+                                  f"{', '.join(sorted(known))})")  # fmt: skip
+    seen = {}
+    for name, folder in cameras.items():
+        path = Path(folder)
+        if path.is_file() and path.suffix.lower() != ".jsonl":
+            raise Sapiens2StreamError(f"camera {name}: {folder} is a video; run the pose pipeline on it first "
+                                      "(sapiens2-stream run) and give its output folder")  # fmt: skip
+        seen[name] = person_track(path, args.track)
+        if not seen[name]:
+            raise Sapiens2StreamError(f"camera {name}: no person in {folder}"
+                                      + (f" with track {args.track}" if args.track is not None else ""))
+    placed = calibrate_from_people({n: known[n] for n in cameras}, seen, args.height)
+    report = write_people(output, placed, args.height)
+    report_json, picture = report_paths(output, "rig")
+    for name, cam in report["cameras"].items():
+        x, y, z = cam["position_m"]
+        print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px")
+    print(f"{report['points']} points over {report['moments']} moments; the floor fitted to "
+          f"{report['floor_rms_m'] * 1000:.0f} mm RMS; eyes {report['eye_height_m']:.3f} m up")  # fmt: skip
     print(f"wrote {output}, {report_json.name}, {picture.name}", file=sys.stderr)
     return 0

@@ -16,6 +16,7 @@ from ..threed.calibration import Camera, read_calibration, write_calibration
 from .boards import Board
 from .extrinsics import Placed
 from .intrinsics import Intrinsics
+from .people import PeoplePlaced
 from .views import View
 
 GRID = (8, 6)  # coverage: the picture cut into this many cells (columns, rows)
@@ -70,12 +71,11 @@ def coverage_picture(path: Path, seen: dict[str, tuple[list[View], Intrinsics]])
     cv2.imwrite(str(path), picture)
 
 
-def top_view(path: Path, placed: Placed, board_corners: np.ndarray) -> None:
-    """The rig from above: the floor's board, each camera's centre and where it looks, a scale bar; under it each
-    camera's reprojection RMS."""
-    centres = {c.name: -cv2.Rodrigues(c.rotation)[0].T @ c.translation for c in placed.cameras}
-    looks = {c.name: cv2.Rodrigues(c.rotation)[0].T @ np.array([0, 0, 1.0]) for c in placed.cameras}
-    floor = board_corners[:, :2] * [1, -1]  # the board of the floor's picture, in the world (x, -y)
+def top_view(path: Path, cameras: list[Camera], rms_px: dict[str, float], floor: np.ndarray) -> None:
+    """The rig from above: `floor` ([N, 2] world points shaded: the floor's board, or where the person walked),
+    each camera's centre and where it looks, a scale bar; under it each camera's reprojection RMS."""
+    centres = {c.name: -cv2.Rodrigues(c.rotation)[0].T @ c.translation for c in cameras}
+    looks = {c.name: cv2.Rodrigues(c.rotation)[0].T @ np.array([0, 0, 1.0]) for c in cameras}
     xy = np.concatenate([floor, np.stack([c[:2] for c in centres.values()])])
     span = float(max(xy.max(0) - xy.min(0)))
     low, high = xy.min(0) - 0.2 * span, xy.max(0) + 0.2 * span
@@ -99,7 +99,7 @@ def top_view(path: Path, placed: Placed, board_corners: np.ndarray) -> None:
     bar = next((v for v in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if v * scale > 80), 100)
     cv2.line(picture, (20, side - 6), (20 + int(bar * scale), side - 6), (0, 0, 0), 2)
     cv2.putText(picture, f"{bar:g} m", (26 + int(bar * scale), side - 2), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1)
-    for i, (name, rms) in enumerate(placed.rms_px.items()):
+    for i, (name, rms) in enumerate(rms_px.items()):
         y = side + 18 + 24 * i
         cv2.putText(picture, f"{name}: {rms:.3f} px", (20, y), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1,
                     cv2.LINE_AA)  # fmt: skip
@@ -125,7 +125,29 @@ def write_extrinsics(output: Path, placed: Placed, board: Board) -> dict:
                                        "views": len(placed.views[cam.name])}  # fmt: skip
     report_json, picture = report_paths(output, "rig")
     report_json.write_text(json.dumps(report, indent=1, default=float) + "\n")
-    top_view(picture, placed, board.corners())
+    top_view(picture, placed.cameras, placed.rms_px, board.corners()[:, :2] * [1, -1])  # the board: (x, -y)
+    return report
+
+
+def write_people(output: Path, placed: PeoplePlaced, height_m: float) -> dict:
+    """Calib.toml (the cameras placed from people; other cameras of an existing file kept), its report and its
+    picture (the cameras from above over where the person walked)."""
+    try:
+        cameras = {c.name: c for c in read_calibration(output).values()} if output.exists() else {}
+    except Sapiens2StreamError as e:
+        raise Sapiens2StreamError(f"--output {output}: it exists but cannot be updated ({e})") from None
+    cameras.update({c.name: c for c in placed.cameras})
+    write_calibration(output, list(cameras.values()), {n: round(v, 4) for n, v in placed.rms_px.items()})
+    report = {"calibration": str(output), "from": "people", "height_m": height_m,
+              "eye_height_m": round(placed.eye_height_m, 4), "floor_rms_m": round(placed.floor_rms_m, 4),
+              "points": placed.points, "moments": placed.moments, "cameras": {}}  # fmt: skip
+    for cam in placed.cameras:
+        centre = -cv2.Rodrigues(cam.rotation)[0].T @ cam.translation
+        report["cameras"][cam.name] = {"position_m": [round(float(v), 4) for v in centre],
+                                       "rms_px": round(placed.rms_px[cam.name], 4)}  # fmt: skip
+    report_json, picture = report_paths(output, "rig")
+    report_json.write_text(json.dumps(report, indent=1, default=float) + "\n")
+    top_view(picture, placed.cameras, placed.rms_px, placed.footprints)
     return report
 
 

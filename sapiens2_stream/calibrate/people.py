@@ -1,0 +1,280 @@
+"""Where the cameras are, from the people they saw: no board, only a person walking through the room.
+
+Each camera's 2-D keypoints of the person (an earlier run's `results.jsonl`, frame by frame) are the
+correspondences: the same body point at the same moment seen by two cameras. With the intrinsics known:
+
+1. The two cameras that share the most confident keypoints: their relative pose from the essential matrix (RANSAC,
+   so wrong keypoints and occlusions are outvoted), the shared keypoints triangulated.
+2. Every other camera placed by those points (PnP, RANSAC), more points triangulated as cameras join.
+3. One bundle adjustment over every camera's pose and every point (robust, reprojection error in pixels), twice
+   more without the keypoints it cannot explain (over 4 px: a model's confusion, another person).
+4. Up and the floor: the feet rest on it (a plane fitted, robustly, through each moment's lowest foot keypoints, at
+   the height of the feet that rest rather than those lifting, a sole's thickness below them), up is towards the
+   eyes; where the feet went along a line (one walk across the room) the floor's roll about that line is the
+   body's own up, feet to eyes on average, which a line of footprints cannot give.
+5. The scale from the person's height: standing height is the eyes' height over the floor when upright (walking
+   lowers them between steps) divided by 0.936 (adults' eye height is 93.6 % of their stature in anthropometric
+   tables; the keypoints stop at the face, so the crown is estimated, never seen). The origin on the floor under
+   the person's hips at the first moment, X along the first camera's view.
+
+What is known about the result is measured: each camera's reprojection RMS, how many points agreed, the floor's fit.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+from scipy.optimize import least_squares
+from scipy.sparse import lil_matrix
+
+from ..errors import Sapiens2StreamError
+from ..threed.body import index
+from ..threed.calibration import Camera
+
+MIN_SCORE = 0.5  # keypoints below this confidence are not used
+MAX_MOMENTS = 60  # moments used, evenly spread over the recording
+EYE_SHARE = 0.936  # adults' eye height over stature (anthropometric tables)
+SOLE_M = 0.025  # the heel and toe keypoints' height above the ground (the sole, the foot's roundness)
+RANSAC_PX = 2.0
+OUTLIER_PX = 4.0  # after the first adjustment, keypoints further than this from the solution are left out
+
+
+@dataclass
+class PeoplePlaced:
+    """The solved rig (world -> camera), each camera's reprojection RMS, the points and moments the bundle
+    adjustment used, the person's eye height and height it assumed, the floor fit's RMS, and where the person's
+    feet went ([N, 2], world metres: for the picture)."""
+
+    cameras: list[Camera]
+    rms_px: dict[str, float]
+    points: int
+    moments: int
+    eye_height_m: float
+    floor_rms_m: float
+    footprints: np.ndarray
+
+
+def person_track(folder: Path, track: int | None) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """frame -> (keypoints [308, 2], scores [308]) of the one person of a run's results.jsonl (or of track `track`)."""
+    path = folder / "results.jsonl" if folder.is_dir() else folder
+    if not path.is_file():
+        raise Sapiens2StreamError(f"{folder}: no results.jsonl here (give a run's output folder)")
+    frames, several = {}, 0
+    with open(path) as f:
+        for line in f:
+            record = json.loads(line)
+            people = [p for p in record.get("people", []) if track is None or p.get("track_id") == track]
+            people = [p for p in people if p.get("keypoints") and p.get("keypoint_scores")]
+            several += len(people) > 1
+            if len(people) == 1:
+                p = people[0]
+                frames[int(record["frame"])] = (np.asarray(p["keypoints"], np.float64),
+                                                np.asarray(p["keypoint_scores"], np.float64))  # fmt: skip
+    if several > len(frames):
+        raise Sapiens2StreamError(f"{folder}: several people at once in {several} frames; give --track ID (the "
+                                  "person whose height is --height)")  # fmt: skip
+    return frames
+
+
+def normalised(cam: Camera, pixels: np.ndarray) -> np.ndarray:
+    return cv2.undistortPoints(pixels.reshape(-1, 1, 2), cam.matrix, cam.distortions).reshape(-1, 2)
+
+
+def triangulate(poses: list[np.ndarray], points: list[np.ndarray]) -> np.ndarray:
+    """One point from its normalised image points in several cameras (3x4 poses), linear."""
+    rows = []
+    for p, (x, y) in zip(poses, points, strict=True):
+        rows += [x * p[2] - p[0], y * p[2] - p[1]]
+    v = np.linalg.svd(np.stack(rows))[2][-1]
+    return v[:3] / v[3]
+
+
+def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[int, tuple]], height_m: float) -> PeoplePlaced:
+    """Place `cams` (intrinsics known) from the person each saw; `height_m` the person's standing height."""
+    names = list(cams)
+    shared_any = sorted(set().union(*(set(s) for s in seen.values())))
+    if not shared_any:
+        raise Sapiens2StreamError("calibrate people: no camera saw a person")
+    step = max(1, len(shared_any) // MAX_MOMENTS)
+    use = shared_any[::step]
+    obs: dict[str, dict[tuple[int, int], np.ndarray]] = {}
+    pixels: dict[str, dict[tuple[int, int], np.ndarray]] = {}
+    for name in names:
+        obs[name], pixels[name] = {}, {}
+        for m in use:
+            if m not in seen[name]:
+                continue
+            kp, score = seen[name][m]
+            good = np.flatnonzero(score >= MIN_SCORE)
+            norm = normalised(cams[name], kp[good])
+            for k, xy, px in zip(good, norm, kp[good], strict=True):
+                obs[name][(m, int(k))], pixels[name][(m, int(k))] = xy, px
+    pairs = sorted(((len(obs[a].keys() & obs[b].keys()), a, b) for i, a in enumerate(names) for b in names[i + 1:]),
+                   reverse=True)  # fmt: skip
+    if not pairs or pairs[0][0] < 30:
+        raise Sapiens2StreamError("calibrate people: no two cameras saw the person at the same moments (30 "
+                                  "keypoints shared at least)")  # fmt: skip
+    _, a, b = pairs[0]
+    keys = sorted(obs[a].keys() & obs[b].keys())
+    pa, pb = np.stack([obs[a][k] for k in keys]), np.stack([obs[b][k] for k in keys])
+    threshold = RANSAC_PX / float(cams[a].matrix[0, 0])
+    e, mask = cv2.findEssentialMat(pa, pb, np.eye(3), cv2.RANSAC, 0.999, threshold)
+    _, r, t, mask = cv2.recoverPose(e, pa, pb, np.eye(3), mask=mask)
+    poses = {a: np.hstack([np.eye(3), np.zeros((3, 1))]), b: np.hstack([r, t])}
+    inliers = [k for k, ok in zip(keys, mask.ravel(), strict=True) if ok]
+    points = {k: triangulate([poses[a], poses[b]], [obs[a][k], obs[b][k]]) for k in inliers}
+    for name in [n for n in names if n not in poses]:
+        known = [k for k in obs[name] if k in points]
+        if len(known) < 12:
+            raise Sapiens2StreamError(f"camera {name}: saw the person at too few moments the others did")
+        xyz, xy = np.stack([points[k] for k in known]), np.stack([obs[name][k] for k in known])
+        ok, rvec, tvec, _ = cv2.solvePnPRansac(xyz, xy, np.eye(3), None, reprojectionError=threshold)
+        if not ok:
+            raise Sapiens2StreamError(f"camera {name}: could not be placed from the person's keypoints")
+        poses[name] = np.hstack([cv2.Rodrigues(rvec)[0], tvec])
+        for k in obs[name]:
+            if k not in points:
+                views = [n for n in poses if k in obs[n]]
+                if len(views) >= 2:
+                    points[k] = triangulate([poses[n] for n in views], [obs[n][k] for n in views])
+    poses, points, rms = adjust(cams, obs, poses, points, a)
+    for _ in range(2):  # keypoints the solved rig cannot explain (a model's confusion, a wrong person) go
+        obs = {n: {k: xy for k, xy in obs[n].items() if k not in points or fits(poses[n], points[k], xy,
+                                                                                cams[n])} for n in names}  # fmt: skip
+        points = {k: v for k, v in points.items() if sum(k in obs[n] for n in names) >= 2}
+        poses, points, rms = adjust(cams, obs, poses, points, a)
+    return placed_in_world(cams, poses, points, rms, height_m, a, len(use))
+
+
+def fits(pose: np.ndarray, point: np.ndarray, xy: np.ndarray, cam: Camera) -> bool:
+    """Whether a keypoint is within OUTLIER_PX of where the solved point projects."""
+    p = pose[:, :3] @ point + pose[:, 3]
+    return p[2] > 0 and float(np.linalg.norm(p[:2] / p[2] - xy)) * float(cam.matrix[0, 0]) < OUTLIER_PX
+
+
+def adjust(cams, obs, poses: dict, points: dict, fixed: str) -> tuple[dict, dict, dict]:
+    """Bundle adjustment: every camera but `fixed`, every point; residuals in pixels (normalised x focal), Huber."""
+    order = list(poses)
+    moving = [n for n in order if n != fixed]
+    keys = list(points)
+    where = {k: i for i, k in enumerate(keys)}
+    rows = [(order.index(n), where[k], obs[n][k]) for n in order for k in obs[n] if k in where]
+    row_cam = np.array([r[0] for r in rows])
+    row_point = np.array([r[1] for r in rows])
+    seen_xy = np.stack([r[2] for r in rows])
+    focal = np.array([float(cams[n].matrix[0, 0]) for n in order])[row_cam, None]
+    slot = {n: moving.index(n) for n in moving}
+
+    def unpack(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rotations, translations = np.empty((len(order), 3, 3)), np.empty((len(order), 3))
+        for i, n in enumerate(order):
+            if n == fixed:
+                rotations[i], translations[i] = poses[n][:, :3], poses[n][:, 3]
+            else:
+                j = 6 * slot[n]
+                rotations[i], translations[i] = cv2.Rodrigues(x[j: j + 3])[0], x[j + 3: j + 6]
+        return rotations, translations, x[6 * len(moving):].reshape(-1, 3)
+
+    def residuals(x):
+        rotations, translations, pts = unpack(x)
+        cam = np.einsum("rij,rj->ri", rotations[row_cam], pts[row_point]) + translations[row_cam]
+        return ((cam[:, :2] / cam[:, 2:3] - seen_xy) * focal).ravel()
+
+    x0 = np.concatenate([*(np.concatenate([cv2.Rodrigues(poses[n][:, :3])[0].ravel(), poses[n][:, 3]])
+                           for n in moving), np.stack([points[k] for k in keys]).ravel()])  # fmt: skip
+    sparsity = lil_matrix((2 * len(rows), len(x0)), dtype=int)
+    for r, (c, k, _) in enumerate(rows):
+        if order[c] != fixed:
+            j = 6 * slot[order[c]]
+            sparsity[2 * r: 2 * r + 2, j: j + 6] = 1
+        col = 6 * len(moving) + 3 * k
+        sparsity[2 * r: 2 * r + 2, col: col + 3] = 1
+    fit = least_squares(residuals, x0, jac_sparsity=sparsity, loss="huber", f_scale=2.0, x_scale="jac", ftol=1e-4,
+                        max_nfev=100)  # fmt: skip
+    rotations, translations, pts = unpack(fit.x)
+    placed = {n: np.hstack([rotations[i], translations[i][:, None]]) for i, n in enumerate(order)}
+    err = np.sum(fit.fun.reshape(-1, 2) ** 2, axis=1)
+    rms = {n: float(np.sqrt(err[row_cam == i].mean())) for i, n in enumerate(order)}
+    return placed, dict(zip(keys, pts, strict=True)), rms
+
+
+def fit_plane(points: np.ndarray, tolerance: float) -> tuple[np.ndarray, float]:
+    """(unit normal, offset) of the plane most points lie on (RANSAC, then least squares over its inliers)."""
+    rng = np.random.default_rng(0)
+    best = None
+    for _ in range(200):
+        sample = points[rng.choice(len(points), 3, replace=False)]
+        normal = np.cross(sample[1] - sample[0], sample[2] - sample[0])
+        if np.linalg.norm(normal) < 1e-12:
+            continue
+        normal /= np.linalg.norm(normal)
+        inliers = np.abs((points - sample[0]) @ normal) < tolerance
+        if best is None or inliers.sum() > best.sum():
+            best = inliers
+    chosen = points[best]
+    centre = chosen.mean(0)
+    normal = np.linalg.svd(chosen - centre)[2][-1]
+    return normal, float(normal @ centre)
+
+
+def placed_in_world(cams, poses, points, rms, height_m: float, first: str, moments: int) -> PeoplePlaced:
+    """The solved rig in the world: the floor from the feet, Z up, metres from the height, origin under the hips."""
+    ids = index()
+    feet = [ids[n] for n in ("left_heel", "right_heel", "left_big_toe", "right_big_toe", "left_small_toe",
+                             "right_small_toe")]  # fmt: skip
+    eyes, hips = [ids["left_eye"], ids["right_eye"]], [ids["left_hip"], ids["right_hip"]]
+    by_moment: dict[int, dict[int, np.ndarray]] = {}
+    for (m, k), xyz in points.items():
+        by_moment.setdefault(m, {})[k] = xyz
+    ups = [np.mean([p[k] for k in eyes], 0) - np.mean([p[k] for k in feet if k in p], 0) for p in by_moment.values()
+           if all(k in p for k in eyes) and any(k in p for k in feet)]  # fmt: skip
+    if not ups:
+        raise Sapiens2StreamError("calibrate people: the person's eyes and feet were never both seen")
+    up = np.mean(ups, 0)
+    size = float(np.linalg.norm(up))
+    up /= size
+    lowest = [min((p[k] for k in feet if k in p), key=lambda v: v @ up) for p in by_moment.values()
+              if any(k in p for k in feet)]  # fmt: skip
+    normal, _ = fit_plane(np.stack(lowest), 0.03 * size)
+    if normal @ up < 0:
+        normal = -normal
+    spread = np.linalg.svd(np.stack(lowest) - np.mean(lowest, 0), compute_uv=False)
+    if spread[1] < 0.25 * spread[0]:  # the feet went along a line: the floor's roll about it is the body's up
+        along = np.linalg.svd(np.stack(lowest) - np.mean(lowest, 0))[2][0]
+        normal = up - (up @ along) * along
+        normal /= np.linalg.norm(normal)
+    offset = float(np.percentile(np.stack(lowest) @ normal, 5))  # the feet that rest, not the ones lifting
+    eye_heights = [float(np.mean([p[k] for k in eyes], 0) @ normal - offset) for p in by_moment.values()
+                   if all(k in p for k in eyes)]  # fmt: skip
+    floor_residual = float(np.sqrt(np.mean([(v @ normal - offset) ** 2 for v in lowest])))
+    eye_units = float(np.percentile(eye_heights, 90))  # upright: walking lowers the eyes between steps
+    # eye height over the ground = eye height over the foot keypoints + the sole; in metres: EYE_SHARE * height
+    scale = (EYE_SHARE * height_m - SOLE_M) / eye_units
+    first_moment = min(m for m, p in by_moment.items() if all(k in p for k in hips))
+    hip = np.mean([by_moment[first_moment][k] for k in hips], 0)
+    origin = hip - (hip @ normal - offset) * normal - SOLE_M / scale * normal  # on the ground under the hips
+    z = normal
+    x = np.array([0.0, 0.0, 1.0]) - (np.array([0.0, 0.0, 1.0]) @ z) * z  # the first camera's view, along the floor
+    x /= np.linalg.norm(x)
+    y = np.cross(z, x)
+    world_from_first = np.stack([x, y, z])  # rows: world axes in the first camera's frame
+    cameras = []
+    for name, p in poses.items():
+        r_first = p[:, :3]  # first camera -> this camera
+        t = p[:, 3]
+        # world -> this camera: X_cam = r_first (R_wf^T (X_w / scale) + origin) + t
+        rotation = r_first @ world_from_first.T
+        translation = (r_first @ origin + t) * scale
+        cam = cams[name]
+        cameras.append(Camera(name, cam.size, cam.matrix, cam.distortions, cv2.Rodrigues(rotation)[0].ravel(),
+                              translation))  # fmt: skip
+    order = {n: i for i, n in enumerate(cams)}
+    cameras.sort(key=lambda c: order[c.name])
+    rotation_w = world_from_first
+    steps = np.stack([rotation_w @ (v - origin) * scale for v in lowest])[:, :2]
+    return PeoplePlaced(cameras, rms, len(points), moments, eye_units * scale + SOLE_M, floor_residual * scale,
+                        steps)  # fmt: skip
