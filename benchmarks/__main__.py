@@ -16,6 +16,7 @@ import torch
 
 from benchmarks import (
     api,
+    calibrate,
     console,
     fleet,
     live,
@@ -51,6 +52,7 @@ def main() -> None:
         fleet,
         console,
         api,
+        calibrate,
     ):
         rows += module.run()
     rows += model_forward.run_compiled()
