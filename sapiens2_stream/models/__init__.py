@@ -4,25 +4,17 @@ The table, the shapes and the configurations load without torch (the pipeline YA
 read them); the modules that build and load models are imported when one of their names is first used.
 """
 
-import importlib
-
+from ..lazy import lazy_names
 from .config import ModelConfig, preset
 from .metadata import pose_metadata, seg_metadata
 from .outputs import MattingOutput, NormalOutput, PointmapOutput, PoseOutput, PretrainOutput, SegOutput
 from .shapes import BackboneConfig, HeadConfig
 from .tasks import SIZES, TASKS, TaskSpec, hub_id, pipeline_tasks, register_task, task_spec
 
-LAZY = {  # name -> the module that holds it, imported on first use (these import torch)
+__getattr__ = lazy_names(__name__, {  # name -> the module that holds it, imported on first use (these import torch)
     "build_model": ".loading", "load_model": ".loading", "Sapiens2Network": ".network", "pose_loss": ".network",
     "seg_loss": ".network", "make_tiny_checkpoints": ".tiny", "tiny_config": ".tiny",
-}  # fmt: skip
-
-
-def __getattr__(name: str):
-    if name in LAZY:
-        return getattr(importlib.import_module(LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+})  # fmt: skip
 
 __all__ = [
     "SIZES", "TASKS", "TaskSpec", "BackboneConfig", "HeadConfig", "ModelConfig", "hub_id", "preset", "build_model",
