@@ -46,19 +46,20 @@ class Declared:
 SECTIONS: dict[str, Declared] = {}  # dotted key -> its declaration, in the order the packages declare them
 
 
-def section(cls: type | None = None, *, key: str | None = None):
+def section(cls: type | None = None, *, key: str | None = None, doc: str = ""):
     """A section of the schema: a plain dataclass (made as any, `replace`d as any) that pydantic validates, unknown
     keys refused, when a YAML is read (`from_dict`). Plain rather than pydantic's own dataclasses: the schema is
     built once, when first needed, not class by class at import (`validate` stays quick). With `key` it is that
-    section of the pipeline YAML (`@section(key="outputs.video")`): `runtime/pipeline_config.py` assembles the
-    whole configuration from these declarations."""
+    section of the pipeline YAML (`@section(key="outputs.video")`, `doc` its description where it is the
+    section's key that needs one): `runtime/pipeline_config.py` assembles the whole configuration from these
+    declarations."""
 
     def make(cls: type) -> type:
         if not dataclasses.is_dataclass(cls):
             cls = dataclasses.dataclass(cls)
         cls.__pydantic_config__ = SCHEMA
         if key is not None:
-            declare(key, cls)
+            declare(key, cls, doc=doc)
         return cls
 
     return make if cls is None else make(cls)

@@ -109,7 +109,7 @@ class PosesConfig:
         return self.fall or self.hands_up or self.lying is not None
 
 
-@section(key="events")
+@section(key="events", doc="zones, lines and poses: events.jsonl, MQTT TOPIC/events; see the site's page \"Events\"")
 class EventsConfig:
     """Zones, lines and poses (`events:`): events.jsonl, MQTT TOPIC/events, webhooks (the site's page "Events")."""
 

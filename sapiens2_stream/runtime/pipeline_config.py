@@ -88,9 +88,10 @@ def declared_sections() -> list[kit.Declared]:
 def section_field(declared: kit.Declared) -> dataclasses.Field:
     """A section's field: a mapping made with its defaults (its class says what it is), or a plain value (a switch)
     with its default, described by its declaration."""
+    metadata = {"doc": declared.doc} if declared.doc else {}
     if dataclasses.is_dataclass(declared.type):
-        return field(default_factory=declared.type)
-    return field(default=declared.default, metadata={"doc": declared.doc})
+        return field(default_factory=declared.type, metadata=metadata)
+    return field(default=declared.default, metadata=metadata)
 
 
 def assembled(name: str, base: type, prefix: str, sections: list[kit.Declared]) -> type:
