@@ -9,6 +9,7 @@ undistorted into another matrix: 62 mm RMS measured), so points are undistorted 
 
 from __future__ import annotations
 
+import functools
 import json
 import tomllib
 from dataclasses import dataclass, replace
@@ -74,12 +75,24 @@ def camera_named(calibration: str | None, name: str) -> Camera | None:
 
 
 def read_calibration(path: str | Path) -> dict[str, Camera]:
-    """Every camera table of a Calib.toml, by the camera's name (its `name` key, or the table's)."""
+    """Every camera table of a Calib.toml, by the camera's name (its `name` key, or the table's). Read once per
+    version of the file: building a run asks for it from several stages."""
     path = Path(path)
+    try:
+        stat = path.stat()
+    except OSError as e:
+        raise Sapiens2StreamError(f"--calibration {path}: cannot read it ({e})") from None
+    return dict(parsed_calibration(path.resolve(), stat.st_mtime_ns, stat.st_size, str(path)))
+
+
+@functools.lru_cache(maxsize=16)
+def parsed_calibration(path: Path, mtime_ns: int, size: int, shown: str) -> dict[str, Camera]:
+    """The cameras of one version of a Calib.toml (`mtime_ns` and `size` tell versions apart; `shown`: the path as
+    the user gave it, for messages)."""
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
-        raise Sapiens2StreamError(f"--calibration {path}: cannot read it ({e})") from None
+        raise Sapiens2StreamError(f"--calibration {shown}: cannot read it ({e})") from None
     cameras = {}
     for key, table in data.items():
         if key in NOT_CAMERAS or not isinstance(table, dict):
@@ -94,10 +107,10 @@ def read_calibration(path: str | Path) -> dict[str, Camera]:
                 fisheye=bool(table.get("fisheye", False)),
             )  # fmt: skip
         except (KeyError, ValueError, TypeError) as e:
-            raise Sapiens2StreamError(f"--calibration {path}: camera table [{key}] is incomplete ({e})") from None
+            raise Sapiens2StreamError(f"--calibration {shown}: camera table [{key}] is incomplete ({e})") from None
         cameras[cam.name] = cam
     if not cameras:
-        raise Sapiens2StreamError(f"--calibration {path}: no camera tables in it")
+        raise Sapiens2StreamError(f"--calibration {shown}: no camera tables in it")
     return cameras
 
 
