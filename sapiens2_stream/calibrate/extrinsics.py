@@ -224,6 +224,6 @@ def calibrate_extrinsics(cams: dict[str, Camera], found: dict[str, list[View]], 
         camera_from_world = rig[name] @ np.linalg.inv(first_to_world)
         rvec = cv2.Rodrigues(camera_from_world[:3, :3])[0].ravel()
         placed.append(Camera(name, cam.size, cam.matrix, cam.distortions, rvec, camera_from_world[:3, 3]))
-    below = [c.name for c in placed if (-cv2.Rodrigues(c.rotation)[0].T @ c.translation)[2] < 0]
+    below = [c.name for c in placed if c.centre[2] < 0]
     check = board_check(placed, views, board)
     return Placed(placed, rms, moments, floor, check, {n: sorted(v) for n, v in views.items()}, below)

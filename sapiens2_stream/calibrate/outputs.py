@@ -74,7 +74,7 @@ def coverage_picture(path: Path, seen: dict[str, tuple[list[View], Intrinsics]])
 def top_view(path: Path, cameras: list[Camera], rms_px: dict[str, float], floor: np.ndarray) -> None:
     """The rig from above: `floor` ([N, 2] world points shaded: the floor's board, or where the person walked),
     each camera's centre and where it looks, a scale bar; under it each camera's reprojection RMS."""
-    centres = {c.name: -cv2.Rodrigues(c.rotation)[0].T @ c.translation for c in cameras}
+    centres = {c.name: c.centre for c in cameras}
     looks = {c.name: cv2.Rodrigues(c.rotation)[0].T @ np.array([0, 0, 1.0]) for c in cameras}
     xy = np.concatenate([floor, np.stack([c[:2] for c in centres.values()])])
     span = float(max(xy.max(0) - xy.min(0)))
@@ -107,20 +107,31 @@ def top_view(path: Path, cameras: list[Camera], rms_px: dict[str, float], floor:
     cv2.imwrite(str(path), picture)
 
 
-def write_extrinsics(output: Path, placed: Placed, board: Board) -> dict:
-    """Calib.toml (the cameras placed; other cameras of an existing file kept), its report and its picture."""
+def existing_cameras(output: Path) -> dict[str, Camera]:
+    """The cameras of a Calib.toml being updated (none when it does not exist yet)."""
     try:
-        cameras = {c.name: c for c in read_calibration(output).values()} if output.exists() else {}
+        return dict(read_calibration(output)) if output.exists() else {}
     except Sapiens2StreamError as e:
         raise Sapiens2StreamError(f"--output {output}: it exists but cannot be updated ({e})") from None
-    cameras.update({c.name: c for c in placed.cameras})
-    write_calibration(output, list(cameras.values()), {n: round(v, 4) for n, v in placed.rms_px.items()})
+
+
+def write_placed(output: Path, placed: list[Camera], rms_px: dict[str, float],
+                 old: dict[str, Camera] | None = None) -> None:  # fmt: skip
+    """`output` with the placed cameras written over their old tables (its other cameras, `old` when already read,
+    kept in their order)."""
+    cameras = existing_cameras(output) if old is None else dict(old)
+    cameras.update({c.name: c for c in placed})
+    write_calibration(output, list(cameras.values()), {n: round(v, 4) for n, v in rms_px.items()})
+
+
+def write_extrinsics(output: Path, placed: Placed, board: Board) -> dict:
+    """Calib.toml (the cameras placed; other cameras of an existing file kept), its report and its picture."""
+    write_placed(output, placed.cameras, placed.rms_px)
     report = {"board": board.describe(), "calibration": str(output), "floor_picture": placed.floor,
               "pictures_used": placed.moments, "board_check": placed.check, "below_floor": placed.below_floor,
               "cameras": {}}  # fmt: skip
     for cam in placed.cameras:
-        centre = -cv2.Rodrigues(cam.rotation)[0].T @ cam.translation
-        report["cameras"][cam.name] = {"position_m": [round(float(v), 4) for v in centre],
+        report["cameras"][cam.name] = {"position_m": [round(float(v), 4) for v in cam.centre],
                                        "rms_px": round(placed.rms_px[cam.name], 4),
                                        "views": len(placed.views[cam.name])}  # fmt: skip
     report_json, picture = report_paths(output, "rig")
@@ -132,18 +143,12 @@ def write_extrinsics(output: Path, placed: Placed, board: Board) -> dict:
 def write_people(output: Path, placed: PeoplePlaced, height_m: float) -> dict:
     """Calib.toml (the cameras placed from people; other cameras of an existing file kept), its report and its
     picture (the cameras from above over where the person walked)."""
-    try:
-        cameras = {c.name: c for c in read_calibration(output).values()} if output.exists() else {}
-    except Sapiens2StreamError as e:
-        raise Sapiens2StreamError(f"--output {output}: it exists but cannot be updated ({e})") from None
-    cameras.update({c.name: c for c in placed.cameras})
-    write_calibration(output, list(cameras.values()), {n: round(v, 4) for n, v in placed.rms_px.items()})
+    write_placed(output, placed.cameras, placed.rms_px)
     report = {"calibration": str(output), "from": "people", "height_m": height_m,
               "eye_height_m": round(placed.eye_height_m, 4), "floor_rms_m": round(placed.floor_rms_m, 4),
               "points": placed.points, "moments": placed.moments, "cameras": {}}  # fmt: skip
     for cam in placed.cameras:
-        centre = -cv2.Rodrigues(cam.rotation)[0].T @ cam.translation
-        report["cameras"][cam.name] = {"position_m": [round(float(v), 4) for v in centre],
+        report["cameras"][cam.name] = {"position_m": [round(float(v), 4) for v in cam.centre],
                                        "rms_px": round(placed.rms_px[cam.name], 4)}  # fmt: skip
     report_json, picture = report_paths(output, "rig")
     report_json.write_text(json.dumps(report, indent=1, default=float) + "\n")
@@ -151,28 +156,15 @@ def write_people(output: Path, placed: PeoplePlaced, height_m: float) -> dict:
     return report
 
 
-def updated_cameras(output: Path, solved: list[Intrinsics]) -> list[Camera]:
-    """The cameras of `output` (when it exists) with the solved ones' intrinsics replaced (their extrinsics kept),
-    then the new cameras (at the world's origin until their extrinsics are calibrated)."""
-    cameras = dict(read_calibration(output)) if output.exists() else {}
-    for result in solved:
-        old = cameras.get(result.name)
-        rotation = old.rotation if old is not None else np.zeros(3)
-        translation = old.translation if old is not None else np.zeros(3)
-        cameras[result.name] = Camera(result.name, (float(result.size[0]), float(result.size[1])), result.matrix,
-                                      result.distortions, rotation, translation)  # fmt: skip
-    return list(cameras.values())
-
-
 def write_intrinsics(output: Path, seen: dict[str, tuple[list[View], Intrinsics]], board_text: str) -> dict:
     """Calib.toml, its report and its picture; returns the report."""
     solved = [result for _, result in seen.values()]
-    try:
-        cameras = updated_cameras(output, solved)
-    except Sapiens2StreamError as e:
-        raise Sapiens2StreamError(f"--output {output}: it exists but cannot be updated ({e})") from None
-    rms = {r.name: round(r.rms_px, 4) for r in solved}
-    write_calibration(output, cameras, rms)
+    old = existing_cameras(output)
+    placed = [Camera(r.name, (float(r.size[0]), float(r.size[1])), r.matrix, r.distortions,
+                     old[r.name].rotation if r.name in old else np.zeros(3),
+                     old[r.name].translation if r.name in old else np.zeros(3)) for r in solved]  # fmt: skip
+    write_placed(output, placed, {r.name: r.rms_px for r in solved}, old)  # extrinsics kept; new cameras at
+    # the world's origin until theirs are calibrated
     report = {"board": board_text, "calibration": str(output), "cameras": {}}
     for name, (views, result) in seen.items():
         report["cameras"][name] = {**result.report(), "coverage": round(coverage(views, result.size), 3)}

@@ -274,7 +274,6 @@ def placed_in_world(cams, poses, points, rms, height_m: float, first: str, momen
                               translation))  # fmt: skip
     order = {n: i for i, n in enumerate(cams)}
     cameras.sort(key=lambda c: order[c.name])
-    rotation_w = world_from_first
-    steps = np.stack([rotation_w @ (v - origin) * scale for v in lowest])[:, :2]
+    steps = np.stack([world_from_first @ (v - origin) * scale for v in lowest])[:, :2]
     return PeoplePlaced(cameras, rms, len(points), moments, eye_units * scale + SOLE_M, floor_residual * scale,
                         steps)  # fmt: skip

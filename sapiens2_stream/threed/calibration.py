@@ -48,6 +48,11 @@ class Camera:
             out = cv2.undistortPoints(pts, self.matrix, self.distortions, P=self.matrix)
         return out.reshape(-1, 2)
 
+    @property
+    def centre(self) -> np.ndarray:
+        """Where the camera stands in the world (metres)."""
+        return -cv2.Rodrigues(self.rotation)[0].T @ self.translation
+
     def projection(self) -> np.ndarray:
         """The [3, 4] projection matrix K [R | t]."""
         r, _ = cv2.Rodrigues(self.rotation)
