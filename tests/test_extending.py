@@ -109,12 +109,14 @@ class LeanOptions:
 
 class LeanWithOptions(Lean):
     """`Lean` with keys of its own: it names its section, whose options class its package declares
-    (`@section(key="joint_angles")`, in the package's light `options` module); it reads only its section."""
+    (`@section(key="joint_angles")`, in the package's light `options` module); it is given only its section and
+    the source's small context."""
 
     section = "joint_angles"
 
-    def open(self, stream) -> LeanOptions:
-        return stream.cfg.joint_angles
+    def open(self, options: LeanOptions, ctx) -> LeanOptions:
+        assert not hasattr(ctx, "cfg") and ctx.label == "pipeline"  # no side door to the whole configuration
+        return options
 
     def __call__(self, state: LeanOptions, result) -> None:
         super().__call__(state, result)

@@ -183,7 +183,8 @@ def mocap(tmp_path, cameras: int, expect=("triangulate", "write_3d"), **threed):
     from sapiens2_stream.runtime.pipeline import check_group_stages
     from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from sapiens2_stream.runtime.stages import builtin_stages, in_order
-    from sapiens2_stream.runtime.stages.group import GroupContext, GroupStages
+    from sapiens2_stream.runtime.stages.context import group_context
+    from sapiens2_stream.runtime.stages.group import GroupStages
     from sapiens2_stream.threed.calibration import write_calibration
 
     rig = S.rig(cameras)
@@ -194,11 +195,13 @@ def mocap(tmp_path, cameras: int, expect=("triangulate", "write_3d"), **threed):
         "outputs": {"dir": str(tmp_path / "out")},
         "threed": {"calibration": str(tmp_path / "Calib.toml"), "formats": ["trc", "bvh"], **threed},
     })  # fmt: skip
-    group = triangulation_group(cfg)
+    group = triangulation_group(cfg.threed, cfg.sources)
     assert group == [c.name for c in rig]  # the lobby camera is not in the calibration
     enabled = check_group_stages(cfg, in_order(builtin_stages(None)))
     assert [s.name for s in enabled] == list(expect)
-    stages = GroupStages(enabled, GroupContext(cfg, {c.name: 10.0 for c in rig}))
+    ctx = group_context(cfg)
+    ctx.rates = {c.name: 10.0 for c in rig}
+    stages = GroupStages(enabled, cfg, ctx)
     return rig, stages.state("triangulate"), stages
 
 
@@ -331,7 +334,7 @@ def test_file_cameras_are_put_in_step_by_their_soundtracks(tmp_path, tiny_dir):
     assert len(both) == 24 and abs(both[0] - 0.4) < 0.02 and abs(both[-1] - 35 / 30) < 0.02  # 0.4 s to the end
     assert {tuple(r["views"]) for r in records} == {("cam1",), ("cam1", "cam2"), ("cam2",)}
     given = from_dict(PipelineConfig, {**data, "threed": {**data["threed"], "offsets_s": {"cam2": 0.25}}})
-    assert file_offsets(given, ["cam1", "cam2"]) == ({"cam1": 0.0, "cam2": 0.25}, "given")
+    assert file_offsets(given.threed, given.sources, ["cam1", "cam2"]) == ({"cam1": 0.0, "cam2": 0.25}, "given")
     wrong = from_dict(PipelineConfig, {**data, "threed": {**data["threed"], "offsets_s": {"cam9": 0.25}}})
     with pytest.raises(Sapiens2StreamError, match="threed.offsets_s: cam9 not a camera of the group"):
         Pipeline(wrong)  # refused as the pipeline is built (validate says it too)

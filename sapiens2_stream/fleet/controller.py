@@ -125,7 +125,7 @@ class Fleet:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         rates = camera_rates(self.cfg)
-        group = triangulation_group(self.cfg)
+        group = triangulation_group(self.cfg.threed, self.cfg.sources or [])
         if group:  # calibrated cameras: triangulated live by one hub on the head node, whichever workers run them
             # (the head is the cluster's single point of failure anyway; a driver's own node id may be a worker's).
             # A hard affinity: a soft one let the head's raylet hand it to a worker node every other time (Ray

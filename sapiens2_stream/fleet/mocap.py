@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 
 from ..runtime.live_mocap import LiveMocap, result_view
 from ..runtime.observer import Observer
 from ..runtime.pipeline import check_group_stages
 from ..runtime.pipeline_config import PipelineConfig
 from ..runtime.stages import builtin_stages, in_order
-from ..runtime.stages.group import GroupContext, GroupStages
+from ..runtime.stages.context import group_context
+from ..runtime.stages.group import GroupStages
 
 
 class MocapHub:
@@ -28,7 +30,8 @@ class MocapHub:
 
     def __init__(self, cfg: PipelineConfig, rates: dict[str, float | None]) -> None:
         stages = check_group_stages(cfg, in_order(builtin_stages(None)))
-        self.stages = GroupStages(stages, GroupContext(cfg, rates, interrupted=lambda: True))  # a fleet is stopped
+        ctx = replace(group_context(cfg), rates=rates, interrupted=lambda: True)  # a fleet is stopped
+        self.stages = GroupStages(stages, cfg, ctx)
         self.mocap: LiveMocap = self.stages.state("triangulate")
         loop = asyncio.new_event_loop()
         (waker,) = self.stages.started(None)  # moments whose cameras went silent still come out

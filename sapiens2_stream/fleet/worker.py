@@ -82,7 +82,7 @@ class FleetWorker:
         self.views = self.pipeline.observe(LiveViews()) if views else None  # for the driver's console
         self.events = self.pipeline.observe(EventCollector()).recent  # the cameras' events, for the driver
         if hub is not None:
-            self.pipeline.observe(MocapFeed(hub, triangulation_group(cfg)))
+            self.pipeline.observe(MocapFeed(hub, triangulation_group(cfg.threed, cfg.sources or [])))
         self.summary: dict | None = None
         self.thread = threading.Thread(target=self._run, name=f"fleet-{name}", daemon=True)
         self.thread.start()

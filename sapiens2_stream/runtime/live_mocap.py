@@ -18,33 +18,30 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..config import DEFAULT_FPS
 from ..errors import Sapiens2StreamError
 from ..export.sync import sound_offsets, soundtrack
+from ..io.options import SourceConfig
 from ..io.sink import best_keypoints
 from ..io.sources import LIVE_KINDS, source_kind
 from ..threed import Triangulator
 from ..threed.calibration import read_calibration
-
-if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
-    from .pipeline_config import PipelineConfig
+from ..threed.options import ThreeDConfig
 
 WAKE_S = 0.005  # how often waiting moments are looked at when no camera says anything
 
-def triangulation_group(cfg: PipelineConfig) -> list[str]:
-    """The sources triangulated together: `threed.cameras`, else every source the calibration names (none when
-    fewer than two)."""
-    t = cfg.threed
-    if not t.calibration or not cfg.sources:
+def triangulation_group(t: ThreeDConfig, sources: Sequence[SourceConfig]) -> list[str]:
+    """The sources (`sources:`) triangulated together: `threed.cameras`, else every source the calibration names
+    (none when fewer than two)."""
+    if not t.calibration or not sources:
         return []
-    names = [s.name for s in cfg.sources]
+    names = [s.name for s in sources]
     cameras = read_calibration(t.calibration)
     group = list(t.cameras) if t.cameras else [n for n in names if n in cameras]
     missing = [n for n in group if n not in cameras or n not in names]
@@ -54,21 +51,20 @@ def triangulation_group(cfg: PipelineConfig) -> list[str]:
     return group if len(group) >= 2 else []
 
 
-def checked_group(cfg: PipelineConfig) -> list[str]:
+def checked_group(t: ThreeDConfig, sources: Sequence[SourceConfig]) -> list[str]:
     """`triangulation_group`, its `threed.offsets_s` checked against it: what building a pipeline refuses."""
-    group = triangulation_group(cfg)
-    unknown = sorted(set(cfg.threed.offsets_s) - set(group)) if group else []
+    group = triangulation_group(t, sources)
+    unknown = sorted(set(t.offsets_s) - set(group)) if group else []
     if unknown:
         raise Sapiens2StreamError(f"threed.offsets_s: {', '.join(unknown)} not a camera of the group "
                                   f"({', '.join(group)})")  # fmt: skip
     return group
 
 
-def file_offsets(cfg: PipelineConfig, group: list[str]) -> tuple[dict[str, float], str]:
+def file_offsets(t: ThreeDConfig, sources: Sequence[SourceConfig], group: list[str]) -> tuple[dict[str, float], str]:
     """The group's file cameras' time offsets (camera time t is the group's t + offset) and how they were found:
     `threed.offsets_s` over what the soundtracks say (`threed.sync`); live cameras go by capture time."""
-    t = cfg.threed
-    files = {s.name: Path(s.uri) for s in cfg.sources or [] if s.name in group and source_kind(s) == "file"}
+    files = {s.name: Path(s.uri) for s in sources if s.name in group and source_kind(s) == "file"}
     found: dict[str, float] = {}
     if t.sync != "none" and len(files) >= 2:
         try:
@@ -110,18 +106,17 @@ class LiveMocap:
     """The triangulate stage's state: results wait by capture time, moments are made and triangulated, and each
     goes to `emit` (the group stages after triangulate: write_3d writes it)."""
 
-    def __init__(self, cfg: PipelineConfig, group: list[str], rates: dict[str, float | None],
-                 emit: Callable[[Moment], None]) -> None:  # fmt: skip
-        t = cfg.threed
+    def __init__(self, t: ThreeDConfig, sources: Sequence[SourceConfig], group: list[str],
+                 rates: dict[str, float | None], emit: Callable[[Moment], None]) -> None:  # fmt: skip
         cameras = read_calibration(t.calibration)
         self.group, self.emit = group, emit
         self.triangulator = Triangulator({name: cameras[name] for name in group})
         fastest = max((r for r in rates.values() if r), default=DEFAULT_FPS)
         self.max_skew_s = 0.5 / fastest if t.max_skew_s == "auto" else float(t.max_skew_s)
-        self.offsets, self.sync = file_offsets(cfg, group)
+        self.offsets, self.sync = file_offsets(t, sources, group)
         self.waiting: dict[str, deque] = {name: deque() for name in group}  # (time, view, arrived): view as
         # Triangulator.update takes it, (keypoints, scores) or (keypoints, scores, lifted)
-        kinds = {s.name: source_kind(s) for s in cfg.sources or []}
+        kinds = {s.name: source_kind(s) for s in sources}
         self.live = {name: kinds.get(name) in LIVE_KINDS for name in group}  # a file lags, never stalls: wait for it
         self.closed: set[str] = set()
         self.running = False

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -50,7 +50,8 @@ from .planner import Planner
 from .prometheus import Monitor
 from .results import FrameResult
 from .stages import END, REGISTRY, Handoff, api_stage, builtin_stages, in_order, yaml_stage
-from .stages.group import GroupContext, GroupStages
+from .stages.context import enabled_for, group_context, options_of
+from .stages.group import GroupStages
 from .stream import Stream, check_stages, source_error
 from .threads import census
 
@@ -130,15 +131,16 @@ def check_run(cfg: PipelineConfig, given: list = ()) -> list:
     check_detector(cfg.detector)
     if cfg.outputs.mqtt.host and cfg.outputs.mqtt.tls is not None:
         tls_context(cfg.outputs.mqtt.tls)
-    return [s for s in stages if s.scope == "batch" or (s.enabled(cfg) if s.scope == "group" else
-                                                         any(s.enabled(single) for single in singles))]  # fmt: skip
+    return [s for s in stages if (enabled_for(s, cfg) if s.scope == "group" else
+                                  any(enabled_for(s, single) for single in singles))]  # fmt: skip
 
 
 def check_group_stages(cfg: PipelineConfig, stages: list) -> list:
     """The group stages that run for `cfg` (the whole configuration), each checked."""
-    enabled = [s for s in stages if s.scope == "group" and s.enabled(cfg)]
+    ctx = group_context(cfg)
+    enabled = [s for s in stages if s.scope == "group" and s.enabled(options_of(s, cfg), ctx)]
     for stage in enabled:
-        stage.check(cfg)
+        stage.check(options_of(stage, cfg), ctx)
     return enabled
 
 
@@ -214,13 +216,13 @@ class Pipeline:
         self.mqtt = MqttClient(cfg.outputs.mqtt) if cfg.outputs.mqtt.host else None
         for stream in self.streams:
             stream.open(self.source_stages, self.mqtt)
-        self.batch_states = {stage.name: stage.open(self) for stage in self.batch_stages}
+        self.batch_states = {stage.name: stage.open(options_of(stage, cfg), self) for stage in self.batch_stages}
         if rt.metrics.port is not None:
             self.monitor = self.observe(Monitor(self, rt.metrics))
         if self.group_stages:
             rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
-            ctx = GroupContext(cfg, rates, self.mqtt, lambda: self.interrupted)
-            self.cross = self.observe(GroupStages(self.group_stages, ctx))
+            ctx = replace(group_context(cfg), rates=rates, mqtt=self.mqtt, interrupted=lambda: self.interrupted)
+            self.cross = self.observe(GroupStages(self.group_stages, cfg, ctx))
             self.mocap = self.cross.state("triangulate")
 
     def observe(self, observer: Observer) -> Observer:
@@ -229,7 +231,7 @@ class Pipeline:
         return observer
 
     def _stream(self, cfg: PipelineConfig, name: str, **options) -> Stream:
-        return Stream(cfg, name=name, on_quit=self.finish, **options)
+        return Stream(cfg, name=name, on_quit=self.finish, observers=self.observers, **options)
 
     @property
     def source(self):

@@ -43,11 +43,6 @@ class PipelineBase:
     def enabled_models(self) -> dict[str, ModelSection]:
         return {k: v for k, v in vars(self.models).items() if v is not None}
 
-    def lifts_3d(self) -> bool:
-        """Whether the threed stage runs: on request, or by default when pose and pointmap both run."""
-        both = self.models.pose is not None and self.models.pointmap is not None
-        return both if self.threed.enabled == "auto" else bool(self.threed.enabled) and both
-
     def per_source(self) -> list[PipelineConfig]:
         """One single-source configuration per input. Named sources (`sources:`) write to OUTPUT/<name>/; the
         single `source:` writes to OUTPUT/ itself."""

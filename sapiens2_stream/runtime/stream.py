@@ -32,6 +32,7 @@ from .numbers import SourceNumbers
 from .results import FrameResult
 from .resume import prepare_resume
 from .stages import END, Handoff, SourceStages
+from .stages.context import SourceContext, options_of, source_context
 from .tracking import SourceTracking
 
 if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
@@ -43,20 +44,24 @@ LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames w
 def check_stages(cfg: PipelineConfig, stages: list) -> None:
     """Configuration errors of one source (its single-source `cfg`) that its stages can find without opening
     anything."""
+    ctx = source_context(cfg)
     for stage in stages:
-        if stage.scope == "source" and stage.enabled(cfg):
-            stage.check(cfg)
+        options = options_of(stage, cfg)
+        if stage.scope == "source" and stage.enabled(options, ctx):
+            stage.check(options, ctx)
 
 
 class Stream:
     """A source with everything that is its own; see the module docstring for what is dropped and when."""
 
     def __init__(self, cfg: PipelineConfig, *, name: str = "", resume: bool = False,
-                 on_quit: Callable[[], None] = lambda: None) -> None:  # fmt: skip
+                 on_quit: Callable[[], None] = lambda: None, observers: list | None = None) -> None:  # fmt: skip
         """`cfg`: a single-source configuration (PipelineConfig.per_source); `name`: the source's name, empty for
         the single `source:`; `resume`: continue the run recorded in its output folder; `on_quit`: what the
-        display window calls to end the run. Nothing is connected, read back or written until `open`."""
+        display window calls to end the run; `observers`: the run's (the list itself: observers attached later
+        are told too). Nothing is connected, read back or written until `open`."""
         self.cfg, self.name, self.resume, self.on_quit = cfg, name, resume, on_quit
+        self.observers = observers if observers is not None else []
         self.mqtt = None  # the process's MQTT client, when outputs.mqtt is on (given at `open`)
         self.resumed = None  # the interrupted run continued (`open` reads it back)
         self.source = Source(cfg.source)
@@ -109,9 +114,17 @@ class Stream:
         self.stage_run = SourceStages(stages, self)
         self.stage_run.open()
 
-    def sink_setup(self) -> SinkSetup:
-        """What this source's sinks share with the run (the write stage opens them)."""
-        return SinkSetup(self.feed, self.on_quit, self.resumed, self.mqtt, self.check_folder)
+    def context(self) -> SourceContext:
+        """What this source's stages are told of it (opened: the reader, the run continued, the counters, what its
+        sinks share with the run, and the run's observers for each result written)."""
+        sinks = SinkSetup(self.feed, self.on_quit, self.resumed, self.mqtt, self.check_folder)
+        return replace(source_context(self.cfg), reader=self.source, resumed=self.resumed, numbers=self.numbers,
+                       sinks=sinks, tell=self.tell)  # fmt: skip
+
+    def tell(self, result: FrameResult) -> None:
+        """A written result to the run's observers."""
+        for observer in self.observers:
+            observer.result(result, self)
 
     def check_folder(self, folder: Path) -> None:
         for check in self.folder_checks:

@@ -31,3 +31,9 @@ class ThreeDConfig:
     osc: list[str] = field(default_factory=list)  # host:port of plain OSC receivers (TouchDesigner, Max): everyone
 
 
+
+    def lifts(self, tasks) -> bool:
+        """Whether the single-camera 3-D stage runs with these models (`tasks`: the enabled tasks' names): on
+        request, or by default when pose and pointmap both run."""
+        both = {"pose", "pointmap"} <= set(tasks)
+        return both if self.enabled == "auto" else bool(self.enabled) and both

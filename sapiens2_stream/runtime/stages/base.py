@@ -5,9 +5,11 @@ with its place given by one list, `ORDER` below: a new built-in stage is its fil
 (every module of the package is imported, so the file's name does not matter). Users' stages say where they go
 with `after:`. Every stage has the same four parts whatever it does:
 
-- `open(source) -> state`: what it keeps for one source (a tracker, a filter, open files), made when the source
-  starts; `enabled(cfg)` says whether it runs for that source at all, `check(cfg)` finds configuration errors
-  before anything is opened (said at `validate`, exit 2);
+- `open(options, ctx) -> state`: what it keeps for one source (a tracker, a filter, open files), made when the
+  source starts; `enabled(options, ctx)` says whether it runs for that source at all, `check(options, ctx)` finds
+  configuration errors before anything is opened (said at `validate`, exit 2). `options` is the stage's own
+  section (`section`: `smoothing`, `outputs.pose2sim`, ...) and `ctx` a small context (`context.SourceContext`,
+  `context.GroupContext`): a stage never sees the whole configuration;
 - `__call__(state, item)`: its work on one item, in the source's frame order;
 - `close(state)`: once per source when the source ends, also after an interruption or a failure of the stage;
 - `replay`: whether results that `--resume` draws again (their people come from the interrupted run's records)
@@ -49,17 +51,18 @@ class Stage:
     doc: ClassVar[str] = ""  # what it does in one line, for `list stages`
 
     def __init__(self, run=None) -> None:
-        """`run`: the pipeline (batch stages read its planner and models)."""
+        """`run`: the pipeline (batch stages are the engine: they read its planner, streams and models)."""
         self.run = run
 
-    def enabled(self, cfg) -> bool:
-        """Whether the stage runs for a source of this (single-source) configuration."""
+    def enabled(self, options, ctx) -> bool:
+        """Whether the stage runs for a source (`ctx`: its `SourceContext`; a group stage's: the `GroupContext`)."""
         return True
 
-    def check(self, cfg) -> None:
+    def check(self, options, ctx) -> None:
         """Configuration errors this stage can find without opening anything (raise Sapiens2StreamError)."""
 
-    def open(self, source) -> Any:
+    def open(self, options, ctx) -> Any:
+        """The stage's state for one source (`ctx`: its `SourceContext`, opened; a batch stage's: the run)."""
         return None
 
     def __call__(self, state, item):
@@ -74,14 +77,15 @@ class Stage:
 
 
 class GroupStage(Stage):
-    """The base of the cross-source stages: opened once per run with a `GroupContext` and `emit(moment)` (what
-    passes a moment to the group stages after it); `offer(state, result, label, live)` takes each source's results
-    after its own stages, `__call__(state, moment)` each moment an earlier group stage made. The run's hooks
-    (`started`, `source_closed`, `ending`) let a stage make moments on time; `close` ends it with the run."""
+    """The base of the cross-source stages: opened once per run with their section, a `GroupContext` and
+    `emit(moment)` (what passes a moment to the group stages after it); `offer(state, result, label, live)` takes
+    each source's results after its own stages, `__call__(state, moment)` each moment an earlier group stage made.
+    The run's hooks (`started`, `source_closed`, `ending`) let a stage make moments on time; `close` ends it with
+    the run."""
 
     scope: ClassVar[Scope] = "group"
 
-    def open(self, ctx, emit) -> Any:
+    def open(self, options, ctx, emit) -> Any:
         return None
 
     def offer(self, state, result, label: str, live: bool) -> None:

@@ -20,7 +20,7 @@ class Detect(Stage):
     Options = DetectorConfig
     scope = "batch"
 
-    def open(self, run):
+    def open(self, options, run):
         return run.planner
 
     async def __call__(self, planner, items: list[Item]) -> list[Item]:

@@ -12,6 +12,7 @@ from ...events.rules import FEET, ids
 from ...io.sink import best_keypoints
 from ..results import FrameResult, Person
 from .base import Stage, register_stage
+from .context import SourceContext
 
 FEET_IDS = np.array(ids(*FEET))
 
@@ -34,11 +35,11 @@ class Events(Stage):
 
     Options = EventsConfig
 
-    def enabled(self, cfg) -> bool:
-        return bool(cfg.events)
+    def enabled(self, options: EventsConfig, ctx: SourceContext) -> bool:
+        return bool(options)
 
-    def open(self, stream) -> SourceEvents:
-        return SourceEvents(stream.cfg.events, stream.cfg.tracker.max_lost_s, stream.label)
+    def open(self, options: EventsConfig, ctx: SourceContext) -> SourceEvents:
+        return SourceEvents(options, ctx.patience_s, ctx.label)
 
     def __call__(self, state: SourceEvents, result: FrameResult) -> None:
         if state.rules is None:

@@ -8,32 +8,21 @@ written. A fleet's hub runs the same runner on the results its workers send (`fl
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-
 from ..observer import Observer
-
-
-@dataclass
-class GroupContext:
-    """What a group stage is opened with: the run's configuration, the sources' nominal frame rates by label, the
-    run's MQTT client (or None), and whether the run was interrupted (asked at the end: a Pose2Sim project is made
-    of complete takes only)."""
-
-    cfg: object
-    rates: dict[str, float | None] = field(default_factory=dict)
-    mqtt: object = None
-    interrupted: Callable[[], bool] = lambda: False
+from .context import GroupContext, options_of
 
 
 class GroupStages(Observer):
     """The enabled group stages of a run, in order, and their states."""
 
-    def __init__(self, stages: list, ctx: GroupContext) -> None:
+    def __init__(self, stages: list, cfg, ctx: GroupContext) -> None:
+        """`stages`: the enabled group stages in order, each opened with its own section of the run's
+        configuration `cfg` and the run's context `ctx`."""
         self.stages = stages
         self.states: dict[str, object] = {}
         for i, stage in enumerate(stages):
-            self.states[stage.name] = stage.open(ctx, lambda moment, after=i + 1: self.pass_on(after, moment))
+            emit = lambda moment, after=i + 1: self.pass_on(after, moment)  # noqa: E731
+            self.states[stage.name] = stage.open(options_of(stage, cfg), ctx, emit)
 
     def pass_on(self, start: int, moment) -> None:
         """A moment made by the stage before `start`, through the stages from `start` on."""

@@ -22,7 +22,7 @@ class Infer(Stage):
 
     scope, apart = "batch", True
 
-    def open(self, run):
+    def open(self, options, run):
         return run.planner
 
     async def __call__(self, planner, items: list[Item]) -> list[Item]:

@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 from ...errors import Sapiens2StreamError
 from ...export.options import Pose2SimOutput
 from ...export.pose2sim import export_pose2sim
 from ...threed.calibration import read_calibration
 from .base import GroupStage, register_stage
+from .context import GroupContext
 
 log = logging.getLogger("sapiens2_stream")
 
 
 @dataclass
 class Take:
-    cfg: object
-    interrupted: object  # () -> bool
+    options: Pose2SimOutput
+    ctx: GroupContext
     report: dict | None = None
 
 
@@ -33,28 +33,26 @@ class Pose2SimProject(GroupStage):
     section, doc = "outputs.pose2sim", "the take's cameras as one synchronised Pose2Sim project when the run ends"
     Options = Pose2SimOutput
 
-    def enabled(self, cfg) -> bool:
-        return cfg.outputs.pose2sim.enabled
+    def enabled(self, options: Pose2SimOutput, ctx: GroupContext) -> bool:
+        return options.enabled
 
-    def check(self, cfg) -> None:
+    def check(self, options: Pose2SimOutput, ctx: GroupContext) -> None:
         """A calibration that does not name every source (the project pairs them by name)."""
-        calibration = cfg.outputs.pose2sim.calibration
+        calibration = options.calibration
         if calibration:
             cameras = read_calibration(calibration)
-            absent = [c.source.name for c in cfg.per_source() if c.source.name not in cameras]
+            absent = [name for name in ctx.folders if name not in cameras]
             if absent:
                 raise Sapiens2StreamError(f"outputs.pose2sim.calibration: no camera named {', '.join(absent)} in "
                                           f"{calibration} (it has {', '.join(cameras)})")  # fmt: skip
 
-    def open(self, ctx, emit) -> Take:
-        return Take(ctx.cfg, ctx.interrupted)
+    def open(self, options: Pose2SimOutput, ctx: GroupContext, emit) -> Take:
+        return Take(options, ctx)
 
     def close(self, state: Take) -> None:
-        if state.interrupted():
+        if state.ctx.interrupted():
             return
-        cfg, p2s = state.cfg, state.cfg.outputs.pose2sim
-        output = Path(cfg.outputs.dir) / "pose2sim"
-        folders = [Path(c.outputs.dir) for c in cfg.per_source()]
+        p2s, output, folders = state.options, state.ctx.out_dir / "pose2sim", list(state.ctx.folders.values())
         try:
             state.report = {"folder": str(output), **export_pose2sim(folders, output, p2s.skeleton, p2s.calibration,
                                                                      p2s.sync, p2s.fps)}  # fmt: skip

@@ -13,15 +13,19 @@ import traceback
 from ...errors import Sapiens2StreamError
 from ...io.sink import Fenced
 from ..results import FrameResult
+from .context import options_of
 
 log = logging.getLogger("sapiens2_stream")
 
 
 class SourceStages:
     def __init__(self, stages: list, stream) -> None:
-        """`stages`: the run's source stages in order (those enabled for this source's configuration run)."""
+        """`stages`: the run's source stages in order (those enabled for this source's configuration run), each
+        given its own section of the source's configuration and the source's context (`stream.context()`)."""
         self.stream = stream
-        self.stages = [s for s in stages if s.enabled(stream.cfg)]
+        self.ctx = stream.context()
+        self.options = {s.name: options_of(s, stream.cfg) for s in stages}
+        self.stages = [s for s in stages if s.enabled(self.options[s.name], self.ctx)]
         self.states: dict[str, object] = {}
         self.failed: set[str] = set()
         self.closed = False
@@ -31,7 +35,7 @@ class SourceStages:
         stages opened so far are closed); any other failure of a stage's open leaves that stage out."""
         for stage in self.stages:
             try:
-                self.states[stage.name] = stage.open(self.stream)
+                self.states[stage.name] = stage.open(self.options[stage.name], self.ctx)
             except Sapiens2StreamError:
                 self.close()
                 raise

@@ -7,6 +7,7 @@ from ...track import OnlineSmoother
 from ...track.options import SmoothingConfig
 from ..results import FrameResult
 from .base import Stage, register_stage
+from .context import SourceContext
 
 
 @register_stage("smooth")
@@ -18,11 +19,10 @@ class Smooth(Stage):
 
     Options = SmoothingConfig
 
-    def open(self, stream) -> OnlineSmoother:
-        sm = stream.cfg.smoothing
-        smoother = OnlineSmoother(sm.method, sm.min_score, **sm.params)
-        if stream.resumed is not None:
-            stream.resumed.restore_smoother(smoother)
+    def open(self, options: SmoothingConfig, ctx: SourceContext) -> OnlineSmoother:
+        smoother = OnlineSmoother(options.method, options.min_score, **options.params)
+        if ctx.resumed is not None:
+            ctx.resumed.restore_smoother(smoother)
         return smoother
 
     def __call__(self, smoother: OnlineSmoother, result: FrameResult) -> None:

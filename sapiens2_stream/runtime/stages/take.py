@@ -22,11 +22,12 @@ class Take(Stage):
     Options = RuntimeConfig
     scope = "batch"
 
-    def open(self, run):
+    def open(self, options: RuntimeConfig, run):
+        self.max_wait_s = options.max_wait_ms / 1000
         return run.planner
 
     async def __call__(self, planner, _=None) -> list[Item] | None:
-        run, rt = self.run, self.run.cfg.runtime
+        run = self.run
         while True:
             planner.work.clear()
             if planner.ready():
@@ -35,7 +36,7 @@ class Take(Stage):
                 return None
             await planner.work.wait()
         want = planner.size()
-        deadline = time.monotonic() + rt.max_wait_ms / 1000
+        deadline = time.monotonic() + self.max_wait_s
         while sum(s.admission() for s in planner.ready()) < want and any(s.reading for s in run.streams):
             remaining = deadline - time.monotonic()
             if remaining <= 0:

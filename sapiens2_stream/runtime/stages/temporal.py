@@ -6,6 +6,7 @@ from ..options import TemporalConfig
 from ..results import FrameResult
 from ..temporal_filter import TemporalFilter, filtered_outputs
 from .base import Stage, register_stage
+from .context import SourceContext
 
 
 @register_stage("temporal")
@@ -18,12 +19,11 @@ class Temporal(Stage):
     Options = TemporalConfig
     replay = True
 
-    def enabled(self, cfg) -> bool:
-        return bool(filtered_outputs(cfg.temporal, cfg.enabled_models(), cfg.source))
+    def enabled(self, options: TemporalConfig, ctx: SourceContext) -> bool:
+        return bool(filtered_outputs(options, ctx.models, ctx.source))
 
-    def open(self, stream) -> TemporalFilter:
-        cfg = stream.cfg
-        return TemporalFilter(cfg.temporal, filtered_outputs(cfg.temporal, cfg.enabled_models(), cfg.source))
+    def open(self, options: TemporalConfig, ctx: SourceContext) -> TemporalFilter:
+        return TemporalFilter(options, filtered_outputs(options, ctx.models, ctx.source))
 
     def __call__(self, state: TemporalFilter, result: FrameResult) -> None:
         state.apply(result)

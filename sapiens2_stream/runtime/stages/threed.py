@@ -7,6 +7,7 @@ from ...threed.options import ThreeDConfig
 from ..results import FrameResult
 from ..threed_run import ThreeDRun
 from .base import Stage, register_stage
+from .context import SourceContext
 
 
 @register_stage("threed")
@@ -18,14 +19,14 @@ class ThreeD(Stage):
 
     Options = ThreeDConfig
 
-    def enabled(self, cfg) -> bool:
-        return cfg.lifts_3d()
+    def enabled(self, options: ThreeDConfig, ctx: SourceContext) -> bool:
+        return options.lifts(ctx.models)
 
-    def check(self, cfg) -> None:
-        camera_named(cfg.threed.calibration, cfg.source.name or cfg.name)
+    def check(self, options: ThreeDConfig, ctx: SourceContext) -> None:
+        camera_named(options.calibration, ctx.label)
 
-    def open(self, stream) -> ThreeDRun:
-        return ThreeDRun(stream.cfg.threed, stream.cfg.outputs.dir, stream.label)
+    def open(self, options: ThreeDConfig, ctx: SourceContext) -> ThreeDRun:
+        return ThreeDRun(options, ctx.out_dir, ctx.label)
 
     def __call__(self, state: ThreeDRun, result: FrameResult) -> None:
         state(result)

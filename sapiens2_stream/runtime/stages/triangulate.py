@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...threed.options import ThreeDConfig
 from ..live_mocap import LiveMocap, checked_group
 from .base import GroupStage, register_stage
+from .context import GroupContext
 
 
 @register_stage("triangulate")
@@ -16,14 +17,14 @@ class Triangulate(GroupStage):
     section, doc = "threed", "a calibrated camera group's people in metres, as their results arrive (moments)"
     Options = ThreeDConfig
 
-    def enabled(self, cfg) -> bool:
-        return bool(checked_group(cfg))
+    def enabled(self, options: ThreeDConfig, ctx: GroupContext) -> bool:
+        return bool(checked_group(options, ctx.sources))
 
-    def check(self, cfg) -> None:
-        checked_group(cfg)
+    def check(self, options: ThreeDConfig, ctx: GroupContext) -> None:
+        checked_group(options, ctx.sources)
 
-    def open(self, ctx, emit) -> LiveMocap:
-        return LiveMocap(ctx.cfg, checked_group(ctx.cfg), ctx.rates, emit)
+    def open(self, options: ThreeDConfig, ctx: GroupContext, emit) -> LiveMocap:
+        return LiveMocap(options, ctx.sources, checked_group(options, ctx.sources), ctx.rates, emit)
 
     def offer(self, state: LiveMocap, result, label: str, live: bool) -> None:
         state.result(result, label, live)

@@ -1,10 +1,11 @@
 """Users' own stages: a class named in the YAML (`stages: [{name, use: "module:Class" or "path/file.py:Class", after,
 options}]`) or an object given to the Python API (`stream(..., stages=[CrowdCSV(...)])`).
 
-A user's stage has the built-in stages' four parts: `open(source) -> state` (optional; `source` is a `SourceInfo`),
-`__call__(state, result)`, `close(state)` (optional) and `replay` (optional, default False). It sees every result
-of each source in frame order, with its people (boxes, track ids, keypoints, smoothed keypoints, 3-D, the frame's
-events), and may add to `result.extra` and `person.extra`: the JSONL and MQTT records carry them under `extra`.
+A user's stage has four parts, as the built-in ones have (those get their section and a context):
+`open(source) -> state` (optional; `source` is a `SourceInfo`), `__call__(state, result)`, `close(state)`
+(optional) and `replay` (optional, default False). It sees every result of each source in frame order, with its
+people (boxes, track ids, keypoints, smoothed keypoints, 3-D, the frame's events), and may add to `result.extra` and
+`person.extra`: the JSONL and MQTT records carry them under `extra`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from ...errors import Sapiens2StreamError
 from ...user_stages import StageConfig, stage_object
+from .context import SourceContext
 
 
 @dataclass(frozen=True)
@@ -38,19 +40,18 @@ class UserStage:
         self.stage, self.name, self.after = stage, name, after
         self.replay = bool(getattr(stage, "replay", False))
 
-    def enabled(self, cfg) -> bool:
+    def enabled(self, options, ctx: SourceContext) -> bool:
         return True
 
-    def check(self, cfg) -> None:
+    def check(self, options, ctx: SourceContext) -> None:
         pass
 
-    def open(self, stream):
+    def open(self, options, ctx: SourceContext):
         opener = getattr(self.stage, "open", None)
         if opener is None:
             return None
-        info = SourceInfo(stream.label, stream.cfg.source.uri, Path(stream.cfg.outputs.dir), stream.live,
-                          stream.source.fps or stream.source.rate)  # fmt: skip
-        return opener(info)
+        reader = ctx.reader
+        return opener(SourceInfo(ctx.label, ctx.source.uri, ctx.out_dir, reader.live, reader.fps or reader.rate))
 
     def __call__(self, state, result) -> None:
         self.stage(state, result)

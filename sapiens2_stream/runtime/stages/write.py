@@ -9,17 +9,18 @@ from ...io.outputs import SinkInputs, check_sinks, make_sinks
 from ...io.sink import Sink
 from ..results import FrameResult
 from .base import Stage, register_stage
+from .context import SourceContext
 
 
-def sink_inputs(cfg) -> SinkInputs:
-    """What a source's outputs read besides `outputs:` (a single-source configuration)."""
-    models = {task: m.source for task, m in cfg.enabled_models().items()}
-    return SinkInputs(models, bool(cfg.events), cfg.smoothing, cfg.source.name or cfg.name)
+def sink_inputs(ctx: SourceContext) -> SinkInputs:
+    """What a source's outputs read besides `outputs:`."""
+    models = {task: m.source for task, m in ctx.models.items()}
+    return SinkInputs(models, ctx.events, ctx.smoothing, ctx.label)
 
 
 @dataclass
 class SourceOutputs:
-    stream: object
+    ctx: SourceContext
     sinks: list[Sink]
 
 
@@ -34,15 +35,14 @@ class Write(Stage):
     Options = OutputsBase  # with a section per kind of output (io.outputs.SINKS)
     replay = True
 
-    def check(self, cfg) -> None:
-        check_sinks(cfg.outputs, cfg.enabled_models())
+    def check(self, options: OutputsBase, ctx: SourceContext) -> None:
+        check_sinks(options, ctx.models)
 
-    def open(self, stream) -> SourceOutputs:
-        sinks = make_sinks(stream.cfg.outputs, sink_inputs(stream.cfg), stream.source, stream.sink_setup())
-        return SourceOutputs(stream, sinks)
+    def open(self, options: OutputsBase, ctx: SourceContext) -> SourceOutputs:
+        return SourceOutputs(ctx, make_sinks(options, sink_inputs(ctx), ctx.reader, ctx.sinks))
 
     def __call__(self, state: SourceOutputs, result: FrameResult) -> None:
-        numbers = state.stream.numbers
+        numbers = state.ctx.numbers
         if result.replayed:
             for sink in state.sinks:
                 if sink.redraw:
@@ -52,8 +52,7 @@ class Write(Stage):
         for sink in state.sinks:
             sink.write(result)
         numbers.wrote(result.frame.index, len(result.people), result.frame.wall_s)
-        for observer in self.run.observers:
-            observer.result(result, state.stream)
+        state.ctx.tell(result)
 
     def close(self, state: SourceOutputs) -> None:
         for sink in state.sinks:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 
@@ -15,19 +14,19 @@ from ...io.jsonl import write_line
 from ...threed.options import ThreeDConfig
 from ..live_mocap import Moment, checked_group
 from .base import GroupStage, register_stage
+from .context import GroupContext
 
 
 class MomentOutputs:
     """Where one group's moments go: the JSONL as they come (opened at the first), the OSC senders and MQTT, and
     each person's rows for the per-person files written at the end."""
 
-    def __init__(self, cfg, mqtt=None) -> None:
-        t = cfg.threed
-        self.out_dir = Path(cfg.outputs.dir) / "3d"
+    def __init__(self, t: ThreeDConfig, ctx: GroupContext) -> None:
+        self.out_dir = ctx.out_dir / "3d"
         self.formats = list(t.formats)
         self.senders = [OscSender(t.vmc, "vmc")] if t.vmc else []
         self.senders += [OscSender(t.osc, "osc")] if t.osc else []
-        self.mqtt, self.topic = mqtt, cfg.outputs.mqtt.topic.replace("{source}", "3d")
+        self.mqtt, self.topic = ctx.mqtt, ctx.topic.replace("{source}", "3d")
         self.rows: dict[int, list] = defaultdict(list)
         self.fd: int | None = None
 
@@ -65,11 +64,11 @@ class Write3D(GroupStage):
     section, doc = "threed", "the group's moments to OUTPUT/3d/ (JSONL, TRC/C3D/BVH per person), MQTT, VMC, OSC"
     Options = ThreeDConfig
 
-    def enabled(self, cfg) -> bool:
-        return bool(checked_group(cfg))
+    def enabled(self, options: ThreeDConfig, ctx: GroupContext) -> bool:
+        return bool(checked_group(options, ctx.sources))
 
-    def open(self, ctx, emit) -> MomentOutputs:
-        return MomentOutputs(ctx.cfg, ctx.mqtt)
+    def open(self, options: ThreeDConfig, ctx: GroupContext, emit) -> MomentOutputs:
+        return MomentOutputs(options, ctx)
 
     def __call__(self, state: MomentOutputs, moment: Moment) -> None:
         state.write(moment)

@@ -1,0 +1,86 @@
+"""What a stage is given besides its own section: a small context, never the whole configuration.
+
+The runner cuts each source's single-source configuration into the stage's own section (`options_of`: the
+section its class names, `Stage.section`) and a `SourceContext` (what a source stage may know of its source and of
+the stages before it); a group stage gets its section and a `GroupContext` (the run's sources and folders). These
+two functions are the one place that reads a whole configuration on the stages' behalf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...io.options import SourceConfig
+from ...track.options import SmoothingConfig
+from ..options import ModelSection
+
+if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
+    from ..pipeline_config import PipelineConfig
+
+
+@dataclass
+class SourceContext:
+    """A source stage's view of its source. The first group of fields is known from the configuration (what
+    `enabled` and `check` see, at `validate` too); the second only once the source is open (`open` sees them)."""
+
+    label: str  # the source's name (several sources), else the pipeline's
+    source: SourceConfig
+    out_dir: Path  # the source's output folder
+    models: dict[str, ModelSection]  # the models that run, by task
+    events: bool = False  # the events stage runs: results carry events
+    smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)  # how the keypoints were smoothed (the
+    # per-track files smooth again, offline, the same way)
+    patience_s: float = 1.0  # how long a lost track keeps its identity (tracker.max_lost_s): events wait as long
+    # known once the source is open
+    reader: Any = None  # the opened source (io.sources.Source): its frame rate and size
+    resumed: Any = None  # the interrupted run continued by --resume (runtime.resume.Resumed), or None
+    numbers: Any = None  # the source's counters (runtime.numbers.SourceNumbers)
+    sinks: Any = None  # what its sinks share with the run (io.outputs.SinkSetup)
+    tell: Callable[[Any], None] = lambda result: None  # a written result to the run's observers
+
+
+@dataclass
+class GroupContext:
+    """A group stage's view of the run: its sources (their configurations, and the folder each writes to), its own
+    output folder and MQTT topic, and once open, the sources' nominal frame rates by label, the run's MQTT client
+    (or None) and whether the run was interrupted (asked at the end: a Pose2Sim project is made of complete takes
+    only)."""
+
+    sources: list[SourceConfig]  # the named sources (`sources:`); empty for a single `source:`
+    folders: dict[str, Path]  # each source's output folder, by name
+    out_dir: Path
+    topic: str = ""  # outputs.mqtt.topic ({source} in it names the sender)
+    rates: dict[str, float | None] = field(default_factory=dict)
+    mqtt: Any = None
+    interrupted: Callable[[], bool] = lambda: False
+
+
+def options_of(stage, cfg: PipelineConfig) -> Any:
+    """The section a stage reads (`stage.section`, dotted: `outputs.pose2sim`) of `cfg`; None for a stage without
+    one (users' stages: their options were given when they were made)."""
+    key = getattr(stage, "section", None)
+    value: Any = cfg if key else None
+    for part in key.split(".") if key else ():
+        value = getattr(value, part)
+    return value
+
+
+def enabled_for(stage, cfg: PipelineConfig) -> bool:
+    """Whether `stage` runs for `cfg` (a source stage: a single-source configuration; a group stage: the run's)."""
+    ctx = group_context(cfg) if stage.scope == "group" else source_context(cfg)
+    return stage.scope == "batch" or stage.enabled(options_of(stage, cfg), ctx)
+
+
+def source_context(cfg: PipelineConfig) -> SourceContext:
+    """The context of the source of a single-source configuration (`PipelineConfig.per_source`)."""
+    return SourceContext(cfg.source.name or cfg.name, cfg.source, Path(cfg.outputs.dir), cfg.enabled_models(),
+                         bool(cfg.events), cfg.smoothing, cfg.tracker.max_lost_s)  # fmt: skip
+
+
+def group_context(cfg: PipelineConfig) -> GroupContext:
+    """The context of the run of configuration `cfg` (the whole, several sources or one)."""
+    folders = {c.source.name: Path(c.outputs.dir) for c in cfg.per_source()}
+    return GroupContext(list(cfg.sources or []), folders, Path(cfg.outputs.dir), cfg.outputs.mqtt.topic)
