@@ -356,12 +356,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true")
     demo.set_defaults(func=cmd_demo)
 
+    from .angles.cli import add_parser as add_angles
     from .calibrate.cli import add_parser as add_calibrate
     from .deploy.cli import add_parser as add_export_model
     from .train.cli import add_parsers
 
     add_parsers(sub)
     add_calibrate(sub)
+    add_angles(sub)
     add_export_model(sub)
 
     models = sub.add_parser("models", help="list model sizes and hub ids; make tiny random checkpoints")

@@ -83,7 +83,7 @@ def test_a_built_in_stage_after_smooth_lands_before_threed_and_reaches_the_jsonl
     assert list(REGISTRY)[-1] == "joint_angles"  # registered after write
     pipeline = Pipeline(config(tiny_dir, clip, tmp_path / "out"))
     names = [s.name for s in pipeline.source_stages]
-    assert names == ["temporal", "smooth", "joint_angles", "threed", "events", "write"]
+    assert names == ["temporal", "smooth", "joint_angles", "threed", "angles", "events", "write"]
     pipeline.run()
     records = read_jsonl(tmp_path / "out" / "results.jsonl")
     assert len(records) == 20 and all("lean" in p["extra"] for r in records for p in r["people"])
@@ -209,7 +209,7 @@ def test_a_one_file_csv_sink_stops_at_the_fence(tmp_path, tiny_dir, clip):
 
 
 @pytest.mark.parametrize("kind,names", [
-    ("stages", ["take", "detect", "track", "infer", "temporal", "smooth", "threed", "events", "write"]),
+    ("stages", ["take", "detect", "track", "infer", "temporal", "smooth", "threed", "angles", "events", "write"]),
     ("sinks", ["jsonl", "events", "video", "matting", "geometry", "tracks", "live_view", "display", "virtual_camera",
                "stream", "mqtt", "webhooks"]),
     ("detectors", ["yolo", "fixed", "full_frame", "file"]),

@@ -36,7 +36,9 @@ def frame_extras(result) -> dict:
 
 
 def person_extras(p) -> dict:
-    return {"extra": p.extra} if getattr(p, "extra", None) else {}  # what users' stages added
+    """The person's joint angles (the angles stage) and what users' stages added."""
+    out = {"angles": p.angles} if getattr(p, "angles", None) is not None else {}
+    return {**out, "extra": p.extra} if getattr(p, "extra", None) else out
 
 
 def jsonl_record(result, source_id: str, model_ids: dict[str, str]) -> dict:

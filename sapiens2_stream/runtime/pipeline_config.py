@@ -26,8 +26,8 @@ from ..user_stages import StageConfig
 from .options import ModelSection, check_temporal
 
 # The packages' options modules, in the order their sections come in the YAML (each declares its own).
-OPTIONS = ("detect.options", "track.options", "runtime.options", "io.options", "threed.options", "events.options",
-           "export.options")  # fmt: skip
+OPTIONS = ("detect.options", "track.options", "runtime.options", "io.options", "threed.options", "angles.options",
+           "events.options", "export.options")  # fmt: skip
 
 
 @section

@@ -20,6 +20,7 @@ class Person:
     smoothed: np.ndarray | None = None  # [K, 2] after the online smoother
     keypoints_3d: np.ndarray | None = None  # [K, 3] metres in the camera frame (x right, y down, z forward)
     keypoints_3d_confidence: np.ndarray | None = None  # [K] in [0, 1]; halved where the joint was hidden
+    angles: dict | None = None  # the angles stage's: {"2d", "3d", "confidence", "why", "side"} (records: `angles`)
     extra: dict = field(default_factory=dict)  # what users' stages add about this person (records: `extra`)
 
 

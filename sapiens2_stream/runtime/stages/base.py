@@ -107,8 +107,8 @@ class GroupStage(Stage):
 # The built-in stages in the order a frame meets them: the batch stages (micro-batches of every source), the source
 # stages (one source's results in frame order), then the group stages (across sources, once per run). The one
 # place that says where a built-in stage runs.
-ORDER: tuple[str, ...] = ("take", "detect", "track", "infer", "temporal", "smooth", "threed", "events", "write",
-                          "triangulate", "write_3d", "pose2sim")  # fmt: skip
+ORDER: tuple[str, ...] = ("take", "detect", "track", "infer", "temporal", "smooth", "threed", "angles", "events",
+                          "write", "triangulate", "group_angles", "write_3d", "pose2sim")  # fmt: skip
 
 REGISTRY: dict[str, type[Stage]] = {}
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...io.options import SourceConfig
 from ...track.options import SmoothingConfig
+from ..live_mocap import triangulation_group
 from ..options import ModelSection
 
 if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
@@ -30,7 +31,7 @@ class SourceContext:
     source: SourceConfig
     out_dir: Path  # the source's output folder
     models: dict[str, ModelSection]  # the models that run, by task
-    events: bool = False  # the events stage runs: results carry events
+    events: bool = False  # results carry events (the events stage runs, or the angles stage finds steps)
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)  # how the keypoints were smoothed (the
     # per-track files smooth again, offline, the same way)
     patience_s: float = 1.0  # how long a lost track keeps its identity (tracker.max_lost_s): events wait as long
@@ -44,12 +45,13 @@ class SourceContext:
 
 @dataclass
 class GroupContext:
-    """A group stage's view of the run: its sources (their configurations, and the folder each writes to), its own
-    output folder and MQTT topic, and once open, the sources' nominal frame rates by label, the run's MQTT client
-    (or None) and whether the run was interrupted (asked at the end: a Pose2Sim project is made of complete takes
-    only)."""
+    """A group stage's view of the run: its sources (their configurations, the camera group among them, and the
+    folder each writes to), its own output folder and MQTT topic, and once open, the sources' nominal frame rates by
+    label, the run's MQTT client (or None) and whether the run was interrupted (asked at the end: a Pose2Sim project
+    is made of complete takes only)."""
 
     sources: list[SourceConfig]  # the named sources (`sources:`); empty for a single `source:`
+    group: list[str]  # the calibrated camera group triangulated together (`threed:`; none: fewer than two)
     folders: dict[str, Path]  # each source's output folder, by name
     out_dir: Path
     topic: str = ""  # outputs.mqtt.topic ({source} in it names the sender)
@@ -76,11 +78,14 @@ def enabled_for(stage, cfg: PipelineConfig) -> bool:
 
 def source_context(cfg: PipelineConfig) -> SourceContext:
     """The context of the source of a single-source configuration (`PipelineConfig.per_source`)."""
+    events = bool(cfg.events) or bool(cfg.angles and cfg.angles.gait)
     return SourceContext(cfg.source.name or cfg.name, cfg.source, Path(cfg.outputs.dir), cfg.enabled_models(),
-                         bool(cfg.events), cfg.smoothing, cfg.tracker.max_lost_s)  # fmt: skip
+                         events, cfg.smoothing, cfg.tracker.max_lost_s)  # fmt: skip
 
 
 def group_context(cfg: PipelineConfig) -> GroupContext:
     """The context of the run of configuration `cfg` (the whole, several sources or one)."""
     folders = {c.source.name: Path(c.outputs.dir) for c in cfg.per_source()}
-    return GroupContext(list(cfg.sources or []), folders, Path(cfg.outputs.dir), cfg.outputs.mqtt.topic)
+    sources = list(cfg.sources or [])
+    return GroupContext(sources, triangulation_group(cfg.threed, sources), folders, Path(cfg.outputs.dir),
+                        cfg.outputs.mqtt.topic)  # fmt: skip

@@ -49,8 +49,8 @@ class Events(Stage):
         world = result.world_from_camera if rules.on_floor else None  # feet found only for floor zones
         people = [(p.track_id, best_keypoints(p), p.keypoint_scores, np.r_[p.box[:2], p.box[:2] + p.box[2:]],
                    feet_on_floor(p, world)) for p in result.people if p.keypoints is not None]  # fmt: skip
-        result.events = [{**e, "source": state.label, "frame": result.frame.index}
-                         for e in rules.update(result.frame.pts_s, people)]  # fmt: skip
+        result.events += [{**e, "source": state.label, "frame": result.frame.index}
+                          for e in rules.update(result.frame.pts_s, people)]  # fmt: skip
         result.event_rules = rules
 
     def summary(self, state: SourceEvents) -> dict:

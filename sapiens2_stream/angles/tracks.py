@@ -1,0 +1,253 @@
+"""Each track's angles as frames come: 2-D from the image keypoints, 3-D where the person is in metres, each masked
+where its keypoints are unsure (null, with the reason), unwrapped, filtered live, checked against the person's own
+bone lengths, and fed to the gait detectors. The same code serves the live stage and `sapiens2-stream angles` over a
+run's files, so both give the same values for the same frames."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..models.metadata import pose_metadata
+from .anatomical import BONE_ENDS, BONE_NAMES, BONES_OF, NAMES_3D, anatomical_angles, unit
+from .filters import LiveFilter, design, unwrap_to
+from .gait import FootEvents
+from .options import AnglesConfig
+from .planar import ANGLES_2D, HALF_TURN, NAMES_2D, facing, planar_angles, weakest
+from .points import named_points
+
+BONE_SAMPLES = 15  # a track's bone lengths: the median of its first this many sure frames
+PERIOD_2D = np.array([180.0 if n in HALF_TURN else 360.0 for n in NAMES_2D])
+_KP = {n: i for i, n in enumerate(pose_metadata().names)}
+GAIT_POINTS = {side: (_KP[f"{side}_heel"], _KP[f"{side}_big_toe"]) for side in ("right", "left")}
+HIPS = [_KP["left_hip"], _KP["right_hip"]]
+LEGS = [[_KP[f"{s}_hip"], _KP[f"{s}_knee"], _KP[f"{s}_ankle"]] for s in ("left", "right")]
+
+
+@dataclass
+class Seen:
+    """One person in one frame, as the angles read them."""
+
+    track_id: int
+    keypoints: np.ndarray | None = None  # [308, 2] pixels (smoothed where the smoother ran)
+    scores: np.ndarray | None = None  # [308]
+    keypoints_3d: np.ndarray | None = None  # [308, 3] metres
+    confidence_3d: np.ndarray | None = None  # [308]
+
+
+@dataclass
+class Track:
+    """What one track keeps: its side, its angles' last values and filters, its bones, its gait and its rows."""
+
+    side: str | None = None
+    frames: int = 0  # frames with angles
+    sides: dict = field(default_factory=dict)  # how often each side was seen
+    last_2d: np.ndarray = field(default_factory=lambda: np.full(len(NAMES_2D), np.nan))
+    last_3d: np.ndarray = field(default_factory=lambda: np.full(len(NAMES_3D), np.nan))
+    filters: dict = field(default_factory=dict)
+    bone_samples: list = field(default_factory=list)
+    bones: np.ndarray | None = None  # [len(BONE_NAMES)] metres, once scaled
+    gait: FootEvents = field(default_factory=FootEvents)
+    pelvis: list = field(default_factory=list)  # (time, [3]) in metres, for the walking speed
+    rows: list = field(default_factory=list)  # (time, frame, side, 2-D [A2] or None, 3-D [A3] or None, confidence)
+
+
+class TrackAngles:
+    """The angles of one source's (or one camera group's) tracks, frame by frame."""
+
+    def __init__(self, cfg: AnglesConfig, fps: float) -> None:
+        self.cfg, self.fps = cfg, fps
+        self.sos = design(cfg.order, cfg.cutoff_hz, fps) if cfg.filter == "butterworth" else None
+        self.tracks: dict[int, Track] = {}
+        self.ended: dict[int, Track] = {}
+
+    def track(self, track_id: int) -> Track:
+        return self.tracks.setdefault(track_id, Track())
+
+    def end(self, track_id: int) -> None:
+        """A track that ended: its rows wait for the files."""
+        if track_id in self.tracks:
+            self.ended[track_id] = self.tracks.pop(track_id)
+
+    def all_tracks(self) -> dict[int, Track]:
+        return {**self.ended, **self.tracks}
+
+    def frame(self, time_s: float, frame: int, people: list[Seen], up: np.ndarray | None) -> tuple[list, list]:
+        """The angles of one frame's people ({"2d", "3d", "confidence", "why", "side"} each, None for a person
+        without keypoints) and the gait events found (dicts)."""
+        records: list = [None] * len(people)
+        events: list = []
+        flat = [i for i, p in enumerate(people) if p.keypoints is not None]
+        if flat:
+            kp = np.stack([people[i].keypoints for i in flat])
+            sc = np.stack([people[i].scores for i in flat])
+            sides = [self.side_of(people[i].track_id, kp[j], sc[j]) for j, i in enumerate(flat)]
+            values, conf = planar_angles(kp, sc, sides)
+            _, named_scores = named_points(kp, sc)
+            for j, i in enumerate(flat):
+                records[i] = self.planar(people[i].track_id, values[j], conf[j], named_scores[j], sides[j])
+        deep = [i for i, p in enumerate(people) if p.keypoints_3d is not None]
+        if deep:
+            kp3 = np.stack([np.nan_to_num(people[i].keypoints_3d, nan=0.0) for i in deep])
+            c3 = np.stack([np.where(np.isfinite(people[i].keypoints_3d).all(1), people[i].confidence_3d, 0.0)
+                           for i in deep])  # fmt: skip
+            values, conf, why = anatomical_angles(kp3, c3, up)
+            for j, i in enumerate(deep):
+                record = records[i] or {"2d": {}, "3d": {}, "confidence": {}, "why": {}, "side": None}
+                record["up"] = None if up is None else [float(v) for v in up]  # the floor's up they stood on
+                records[i] = self.anatomical(people[i].track_id, kp3[j], c3[j], values[j], conf[j], why[j], record)
+        for i, p in enumerate(people):
+            if records[i] is None:
+                continue
+            t = self.track(p.track_id)
+            r = records[i]
+            t.frames += 1
+            t.sides[r["side"]] = t.sides.get(r["side"], 0) + 1
+            t.rows.append((time_s, frame, r["side"], r.pop("_2d", None), r.pop("_3d", None), dict(r["confidence"])))
+            if self.cfg.gait:
+                events += self.steps(t, p, time_s, frame, up, records[i]["side"])
+        return records, events
+
+    # ------------------------------------------------------------------------------------------- 2-D
+
+    def side_of(self, track_id: int, keypoints: np.ndarray, scores: np.ndarray) -> str:
+        if self.cfg.side != "auto":
+            return self.cfg.side
+        t = self.track(track_id)
+        t.side = facing(keypoints, scores, self.cfg.min_score, t.side)
+        return t.side
+
+    def planar(self, track_id: int, values: np.ndarray, conf: np.ndarray, named: np.ndarray, side: str) -> dict:
+        t = self.track(track_id)
+        why: dict[str, str] = {}
+        out = values.copy()
+        for j, name in enumerate(NAMES_2D):
+            if conf[j] < self.cfg.min_score:
+                point, score = weakest(named, name)
+                out[j] = np.nan
+                why[name] = f"unsure keypoint: {point} {score:.2f}"
+            else:
+                out[j] = unwrap_to(t.last_2d[j], out[j], PERIOD_2D[j])
+                t.last_2d[j] = out[j]
+        shown = self.filtered(t, "2d", NAMES_2D, out)
+        return {"2d": shown, "3d": {}, "confidence": dict(zip(NAMES_2D, np.round(conf, 3).tolist(), strict=True)),
+                "why": why, "side": side, "_2d": out}  # fmt: skip
+
+    # ------------------------------------------------------------------------------------------- 3-D
+
+    def anatomical(self, track_id: int, kp: np.ndarray, c: np.ndarray, values: np.ndarray, conf: np.ndarray,
+                   why: dict, record: dict) -> dict:  # fmt: skip
+        t = self.track(track_id)
+        out = values.copy()
+        stretched = self.stretched(t, kp, c)
+        for j, name in enumerate(NAMES_3D):
+            if conf[j] < self.cfg.min_score:
+                out[j] = np.nan
+                why[name] = "unsure keypoint"
+            elif any(b in stretched for b in BONES_OF[name]):
+                b = next(b for b in BONES_OF[name] if b in stretched)
+                out[j] = np.nan
+                why[name] = f"{BONE_NAMES[b]} {stretched[b]:+.0%} off this person's length"
+            elif not np.isnan(out[j]):
+                out[j] = unwrap_to(t.last_3d[j], out[j])
+                t.last_3d[j] = out[j]
+        record["3d"] = self.filtered(t, "3d", NAMES_3D, out)
+        record["confidence"].update(zip(NAMES_3D, np.round(conf, 3).tolist(), strict=True))
+        record["why"].update(why)
+        record["_3d"] = out
+        return record
+
+    def stretched(self, t: Track, kp: np.ndarray, c: np.ndarray) -> dict[int, float]:
+        """The bones (index in BONE_NAMES) of this frame longer or shorter than the track's own by more than the
+        tolerance: {bone: relative error}. The track's lengths are the median of its first sure frames."""
+        lengths = np.linalg.norm(kp[BONE_ENDS[:, 0]] - kp[BONE_ENDS[:, 1]], axis=1)
+        sure = (c[BONE_ENDS] >= self.cfg.min_score).all(1)
+        if t.bones is None:
+            t.bone_samples.append(np.where(sure, lengths, np.nan))
+            if len(t.bone_samples) >= BONE_SAMPLES:
+                samples = np.array(t.bone_samples)
+                t.bones = np.array([np.median(c[~np.isnan(c)]) if (~np.isnan(c)).any() else np.nan for c in samples.T])
+            return {}
+        with np.errstate(all="ignore"):
+            error = lengths / t.bones - 1
+        return {int(b): float(error[b]) for b in np.flatnonzero(sure & (np.abs(error) > self.cfg.bone_tolerance))}
+
+    # ------------------------------------------------------------------------------------------- both
+
+    def filtered(self, t: Track, kind: str, names: tuple, values: np.ndarray) -> dict:
+        """The values shown live: through each angle's live filter (or as they are), rounded, None for NaN."""
+        out = {}
+        for name, v in zip(names, values, strict=True):
+            if self.sos is not None:
+                f = t.filters.get((kind, name))
+                if f is None:
+                    f = t.filters[(kind, name)] = LiveFilter(self.sos)
+                v = f(v)
+            out[name] = None if np.isnan(v) else round(float(v), 2)
+        return out
+
+    def steps(self, t: Track, p: Seen, time_s: float, frame: int, up, side: str | None) -> list[dict]:
+        """Gait events of one frame: in metres where the person is (and the floor known), else along the image."""
+        ahead, lead, scale = None, None, None
+        if p.keypoints_3d is not None and up is not None:
+            kp, c = p.keypoints_3d, p.confidence_3d
+            ids = [i for pair in GAIT_POINTS.values() for i in pair] + HIPS + [i for leg in LEGS for i in leg]
+            if (c[ids] >= self.cfg.min_score).all() and np.isfinite(kp[ids]).all():
+                upward = unit(np.asarray(up, np.float64))
+                hip = kp[HIPS].mean(0)
+                right = kp[HIPS[1]] - kp[HIPS[0]]
+                forward = unit(np.cross(upward, unit(right)))
+                ahead = {s: (float((kp[h] - hip) @ forward), float((kp[toe] - hip) @ forward))
+                         for s, (h, toe) in GAIT_POINTS.items()}  # fmt: skip
+                heels = {s: float(kp[h] @ forward) for s, (h, _) in GAIT_POINTS.items()}
+                lead = {"right": heels["right"] - heels["left"], "left": heels["left"] - heels["right"]}
+                scale = float(np.mean([np.linalg.norm(np.diff(kp[leg], axis=0), axis=1).sum() for leg in LEGS]))
+                flat = hip - (hip @ upward) * upward
+                t.pelvis.append((time_s, flat))
+        elif p.keypoints is not None and side in ("right", "left"):
+            kp, c = p.keypoints, p.scores
+            ids = [i for pair in GAIT_POINTS.values() for i in pair] + HIPS + [i for leg in LEGS for i in leg]
+            if (c[ids] >= self.cfg.min_score).all():
+                sign = 1.0 if side == "right" else -1.0
+                hip_x = kp[HIPS, 0].mean()
+                ahead = {s: (sign * float(kp[h, 0] - hip_x), sign * float(kp[toe, 0] - hip_x))
+                         for s, (h, toe) in GAIT_POINTS.items()}  # fmt: skip
+                scale = float(np.mean([np.linalg.norm(np.diff(kp[leg], axis=0), axis=1).sum() for leg in LEGS]))
+        if ahead is None:
+            return []
+        return [{"type": kind, "side": s, "track_id": p.track_id, "at_s": round(at, 4), "at_frame": at_frame,
+                 **({"step_length_m": round(step, 3)} if step is not None else {})}
+                for kind, s, at, at_frame, step in t.gait(time_s, frame, ahead, scale, lead)]  # fmt: skip
+
+    def summary(self) -> dict:
+        """Per track: frames with angles, the side seen most, the bone lengths it was scaled to, its gait."""
+        out = {}
+        for track_id, t in sorted(self.all_tracks().items()):
+            entry: dict = {"frames": t.frames}
+            sides = {side: n for side, n in t.sides.items() if side}
+            if sides:
+                entry["side"] = max(sides, key=sides.get)
+            if t.bones is not None:
+                entry["bones_m"] = {n: (None if np.isnan(v) else round(float(v), 3))
+                                    for n, v in zip(BONE_NAMES, t.bones, strict=True)}  # fmt: skip
+            if self.cfg.gait and t.gait.found:
+                entry["gait"] = t.gait.summary(walking_speed(t.pelvis, t.gait.found))
+            out[str(track_id)] = entry
+        return out
+
+
+def walking_speed(pelvis: list, found: list) -> float | None:
+    """The pelvis's mean speed over the floor between the first and the last heel strike (m/s)."""
+    strikes = sorted(t for kind, _, t, _, _ in found if kind == "heel_strike")
+    if len(strikes) < 2 or not pelvis:
+        return None
+    times = np.array([t for t, _ in pelvis])
+    points = np.array([p for _, p in pelvis])
+    a, b = np.abs(times - strikes[0]).argmin(), np.abs(times - strikes[-1]).argmin()
+    if times[b] <= times[a]:
+        return None
+    return float(np.linalg.norm(points[b] - points[a]) / (times[b] - times[a]))
+
+
+__all__ = ["ANGLES_2D", "Seen", "TrackAngles"]

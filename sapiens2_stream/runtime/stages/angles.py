@@ -1,0 +1,90 @@
+"""Joint angles per person (`angles:`): after the smoother and the 3-D of one camera, before the events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...angles.files import write_track
+from ...angles.options import AnglesConfig
+from ...angles.tracks import Seen, TrackAngles
+from ...config import DEFAULT_FPS
+from ...io.sink import METRE_DIGITS, PTS_DIGITS, SCORE_DIGITS, as_recorded, best_keypoints
+from ..results import FrameResult
+from .base import Stage, register_stage
+from .context import SourceContext
+
+UP_DIGITS = 6
+
+
+@dataclass
+class SourceAngles:
+    angles: TrackAngles
+    folder: Path  # OUTPUT/angles: each track's .mot, CSV and plot, written when the track ends
+    label: str
+    written: int = 0
+
+
+def camera_up(world_from_camera: np.ndarray | None) -> np.ndarray | None:
+    """The floor's up in the camera frame (the 3-D stage's world frame has Z up; rounded as the records keep it),
+    None before there is a floor."""
+    if world_from_camera is None:
+        return None
+    return np.round(np.asarray(world_from_camera)[:3, :3].T @ np.array([0.0, 0.0, 1.0]), UP_DIGITS)
+
+
+def recorded(p) -> Seen:
+    """A person as the JSONL records them (keypoints to 0.01 px, 3-D to 0.1 mm, scores to 1e-4): the angles are
+    computed from these, so `sapiens2-stream angles` on the run's files gives the same values."""
+    flat, scores = (None, None) if p.keypoints is None else as_recorded(0.0, best_keypoints(p), p.keypoint_scores)[1:]
+    if p.keypoints_3d is None:
+        return Seen(p.track_id, flat, scores)
+    deep = np.round(np.asarray(p.keypoints_3d, np.float64), METRE_DIGITS)
+    return Seen(p.track_id, flat, scores, deep, np.round(np.asarray(p.keypoints_3d_confidence, np.float64),
+                                                         SCORE_DIGITS))  # fmt: skip
+
+
+@register_stage("angles")
+class Angles(Stage):
+    """Each person's angles: 2-D from the smoothed keypoints as Sports2D computes them, 3-D where the 3-D stage put
+    them in metres, as OpenSim's coordinates; heel strikes and toe-offs go with the frame's events."""
+
+    section, doc = "angles", "joint angles: 2-D as Sports2D, 3-D as OpenSim's coordinates; gait events"
+
+    Options = AnglesConfig
+
+    def enabled(self, options: AnglesConfig, ctx: SourceContext) -> bool:
+        return bool(options)
+
+    def open(self, options: AnglesConfig, ctx: SourceContext) -> SourceAngles:
+        fps = (ctx.reader.fps or ctx.reader.rate or DEFAULT_FPS) if ctx.reader is not None else DEFAULT_FPS
+        return SourceAngles(TrackAngles(options, fps), ctx.out_dir / "angles", ctx.label)
+
+    def __call__(self, state: SourceAngles, result: FrameResult) -> None:
+        up = camera_up(result.world_from_camera)
+        time_s = round(result.frame.pts_s, PTS_DIGITS)
+        records, events = state.angles.frame(time_s, result.frame.index, [recorded(p) for p in result.people], up)
+        for person, record in zip(result.people, records, strict=True):
+            person.angles = record
+        result.events += [{**e, "source": state.label, "frame": result.frame.index} for e in events]
+        for track_id in result.ended_tracks:
+            state.angles.end(track_id)
+            self.write(state, track_id)
+
+    def write(self, state: SourceAngles, track_id: int) -> None:
+        track = state.angles.ended.pop(track_id, None) or state.angles.tracks.get(track_id)
+        if track is not None and write_track(state.folder, track_id, track.rows, state.angles.cfg, state.angles.fps):
+            state.written += 1
+        if track is not None:
+            state.angles.ended[track_id] = track
+            track.rows = []  # written: the summary keeps what it needs
+
+    def close(self, state: SourceAngles) -> None:
+        for track_id in list(state.angles.tracks):
+            state.angles.end(track_id)
+            self.write(state, track_id)
+
+    def summary(self, state: SourceAngles) -> dict:
+        return {"angles": {"folder": str(state.folder), "tracks": state.angles.summary()}}
