@@ -57,7 +57,7 @@ def test_every_shipped_pipeline_validates_and_says_its_stages(tmp_path, clip, mo
         said[path.stem] = out.strip().splitlines()[-1]
         assert said[path.stem].startswith("stages: take -> detect -> track -> infer -> ") and " -> write" in out
     assert said["site_events"] == "stages: take -> detect -> track -> infer -> smooth -> events -> write"
-    assert said["live_mocap"].endswith(" -> write -> triangulate -> write_3d")  # the group stages after the sources'
+    assert said["live_mocap"].endswith(" -> write -> triangulate -> group_angles -> write_3d")  # the group stages
     assert said["multi_camera_mocap"].endswith(" -> write -> pose2sim")
 
 

@@ -10,11 +10,11 @@ import numpy as np
 from scipy import signal
 
 
-def unwrap_to(previous: float, value: float, period: float = 360.0) -> float:
-    """`value` moved by whole periods to lie within half a period of `previous` (NaN previous: as it is)."""
-    if np.isnan(previous) or np.isnan(value):
-        return value
-    return value + period * np.round((previous - value) / period)
+def unwrap_to(previous, value, period=360.0):
+    """`value` moved by whole periods to lie within half a period of `previous` (where `previous` is NaN: as it is);
+    numbers or arrays alike."""
+    turns = np.round((np.asarray(previous, np.float64) - value) / period)
+    return value + period * np.nan_to_num(turns)
 
 
 def unwrap_series(values: np.ndarray, period: float = 360.0) -> np.ndarray:
@@ -60,23 +60,34 @@ def zero_lag(values: np.ndarray, order: int, cutoff_hz: float, fps: float) -> np
 
 
 class LiveFilter:
-    """The live filter of one angle of one track: causal, started again after a null."""
+    """The live filters of a track's angles, all at once: causal (scipy's `sosfilt`, transposed direct form II, one
+    sample at a time), each angle started again after a null, steady at its first value (no ramp from zero)."""
 
-    def __init__(self, sos) -> None:
-        self.sos = sos
-        self.state: np.ndarray | None = None
+    def __init__(self, sos: np.ndarray, width: int) -> None:
+        self.sos = np.asarray(sos, np.float64)
+        self.steady = signal.sosfilt_zi(self.sos)  # [sections, 2] per unit input
+        self.state = np.zeros((len(self.sos), 2, width))
+        self.running = np.zeros(width, bool)
 
-    def __call__(self, value: float) -> float:
-        if np.isnan(value):
-            self.state = None
-            return value
-        if self.state is None:
-            self.state = signal.sosfilt_zi(self.sos) * value  # steady at the first value: no ramp from zero
-        out, self.state = signal.sosfilt(self.sos, [value], zi=self.state)
-        return float(out[0])
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        x = np.asarray(values, np.float64)
+        valid = ~np.isnan(x)
+        start = valid & ~self.running
+        self.state[:, :, start] = self.steady[:, :, None] * x[start]
+        self.running = valid
+        out = x.copy()
+        v, z = x[valid], self.state[:, :, valid]
+        for s, (b0, b1, b2, _, a1, a2) in enumerate(self.sos):
+            y = b0 * v + z[s, 0]
+            z[s, 0] = b1 * v - a1 * y + z[s, 1]
+            z[s, 1] = b2 * v - a2 * y
+            v = y
+        self.state[:, :, valid] = z
+        out[valid] = v
+        return out
 
 
 def live_series(values: np.ndarray, order: int, cutoff_hz: float, fps: float) -> np.ndarray:
     """A series through the live filter, as a run computes it frame by frame."""
-    f = LiveFilter(design(order, cutoff_hz, fps))
-    return np.array([f(v) for v in values])
+    f = LiveFilter(design(order, cutoff_hz, fps), 1)
+    return np.array([f(np.array([v]))[0] for v in values])

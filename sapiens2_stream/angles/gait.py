@@ -14,6 +14,7 @@ import numpy as np
 CONFIRM_S = 0.1  # an extreme is confirmed when it stays one this long after it
 PROMINENCE = 0.15  # ... and stands out by this share of the leg's length from the other end of the swing
 MIN_GAP_S = 0.6  # the shortest time between two events of one kind on one foot: a stride (200 steps a minute)
+WINDOW_S = 2 * MIN_GAP_S + 2 * CONFIRM_S  # what an extreme is judged against
 
 
 @dataclass
@@ -21,7 +22,7 @@ class Extremes:
     """One signal's confirmed maxima (heel strikes) or minima (toe-offs), live."""
 
     sign: float  # +1: maxima, -1: minima
-    window: deque = field(default_factory=lambda: deque(maxlen=400))  # (time, frame, value*sign)
+    window: deque = field(default_factory=deque)  # (time, frame, value*sign) of the last WINDOW_S
     last_s: float = -np.inf  # the latest extreme's time
     checked_s: float = -np.inf  # the latest sample looked at
 
@@ -31,8 +32,9 @@ class Extremes:
             self.window.clear()
             return None
         self.window.append((time_s, frame, self.sign * value))
-        times = np.array([w[0] for w in self.window])
-        values = np.array([w[2] for w in self.window])
+        while self.window[0][0] < time_s - WINDOW_S:
+            self.window.popleft()
+        times, _, values = (np.array(column) for column in zip(*self.window, strict=True))
         found = None
         for i in np.flatnonzero((times > self.checked_s) & (times <= time_s - CONFIRM_S + 1e-9)):
             self.checked_s = times[i]  # each sample is looked at once, when it is old enough

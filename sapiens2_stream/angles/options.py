@@ -17,7 +17,7 @@ class AnglesConfig:
     """Joint angles per person: 2-D as Sports2D names them, 3-D as OpenSim's coordinates where the person is in
     metres; each track's .mot, CSV and plot in OUTPUT/angles/; heel strikes and toe-offs as events."""
 
-    enabled: Switch = False
+    enabled: Switch = False  # off unless asked: every person's angles in the records and files, gait events
     side: Side = "auto"  # which side of the person the camera sees, for the 2-D angles (Sports2D's visible_side):
     # auto per frame from the feet, or forced
     min_score: Share = 0.3  # a keypoint less sure than this makes the angles that use it null (with the reason)

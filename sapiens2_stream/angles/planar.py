@@ -70,22 +70,36 @@ def _ids(names: tuple[str, ...]) -> list[int]:
     return [INDEX[n] for n in names]
 
 
+def _by_points(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The angles measured from `count` points: their columns and their points' ids [A, count]."""
+    columns = [j for j, (names, _, _) in enumerate(ANGLES_2D.values()) if len(names) == count]
+    return np.array(columns), np.array([_ids(list(ANGLES_2D.values())[j][0]) for j in columns])
+
+
+GROUPS = {count: _by_points(count) for count in (2, 3, 4)}
+OFFSET = np.array([offset for _, offset, _ in ANGLES_2D.values()], np.float64)
+SCALE = np.array([scale for _, _, scale in ANGLES_2D.values()], np.float64)
+HALF = np.array([name in HALF_TURN for name in ANGLES_2D])
+NEEDS_2D = np.array([(_ids(names) * 2)[:4] for names, _, _ in ANGLES_2D.values()])  # padded to four by repeats
+SIGNS = {side: np.where(mirrored, -1.0, 1.0) for side, mirrored in MIRRORED.items()}
+
+
 def raw_angles(points: np.ndarray) -> np.ndarray:
     """Every angle of `ANGLES_2D` from named points [P, len(NAMES), 2] already mirrored for the side: [P, A]
-    degrees (Pose2Sim's `points_to_angles` and `fixed_angles`)."""
+    degrees (Pose2Sim's `points_to_angles` and `fixed_angles`: a segment's direction from the horizontal; the
+    angle from one vector to another, at a joint of three points or between two lines of two)."""
     out = np.empty((points.shape[0], len(ANGLES_2D)))
-    for j, (name, (names, offset, scale)) in enumerate(ANGLES_2D.items()):
-        p = points[:, _ids(names)]
-        if len(names) == 2:
-            u = p[:, 0] - p[:, 1]
-            ang = np.degrees(np.arctan2(u[:, 1], u[:, 0]))
-        else:
-            u, v = (p[:, 0] - p[:, 1], p[:, 2] - p[:, 1]) if len(names) == 3 else (p[:, 1] - p[:, 0], p[:, 3] - p[:, 2])
-            cross = u[:, 0] * v[:, 1] - u[:, 1] * v[:, 0]
-            ang = -np.degrees(np.arctan2(cross, (u * v).sum(1)))
-        ang = (ang + offset) * scale
-        out[:, j] = (ang + 90) % 180 - 90 if name in HALF_TURN else (ang + 180) % 360 - 180
-    return out
+    columns, ids = GROUPS[2]
+    u = points[:, ids[:, 0]] - points[:, ids[:, 1]]
+    out[:, columns] = np.degrees(np.arctan2(u[..., 1], u[..., 0]))
+    for count, (u_from, u_to, v_from, v_to) in ((3, (1, 0, 1, 2)), (4, (0, 1, 2, 3))):
+        columns, ids = GROUPS[count]
+        u = points[:, ids[:, u_to]] - points[:, ids[:, u_from]]
+        v = points[:, ids[:, v_to]] - points[:, ids[:, v_from]]
+        turn = u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0]
+        out[:, columns] = -np.degrees(np.arctan2(turn, (u * v).sum(-1)))
+    out = (out + OFFSET) * SCALE
+    return np.where(HALF, (out + 90) % 180 - 90, (out + 180) % 360 - 180)
 
 
 def facing(keypoints: np.ndarray, scores: np.ndarray, min_score: float, last: str | None = None) -> str:
@@ -114,11 +128,8 @@ def planar_angles(keypoints: np.ndarray, scores: np.ndarray, sides: list[str]) -
     Returns (angles [P, A] degrees in `NAMES_2D` order, confidence [P, A]: the least score of the keypoints each
     angle uses)."""
     points, point_scores = named_points(keypoints, scores)
-    points = points.copy()
-    for i, side in enumerate(sides):
-        points[i, MIRRORED[side], 0] *= -1
-    confidence = np.stack([point_scores[:, _ids(names)].min(1) for names, _, _ in ANGLES_2D.values()], 1)
-    return raw_angles(points), confidence
+    points[..., 0] *= np.stack([SIGNS[side] for side in sides])
+    return raw_angles(points), point_scores[:, NEEDS_2D].min(-1)
 
 
 def weakest(scores: np.ndarray, name: str) -> tuple[str, float]:

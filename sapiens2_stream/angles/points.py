@@ -27,28 +27,20 @@ INDEX = {name: i for i, name in enumerate(NAMES)}
 
 
 @lru_cache(maxsize=1)
-def mixing() -> np.ndarray:
-    """[len(NAMES), 308]: each named point as a mean of keypoints (applied to x, y, z alike)."""
+def ends() -> tuple[np.ndarray, np.ndarray]:
+    """Each named point's two keypoints (the same one twice for a keypoint of its own): it is their mid-point."""
     ids = {n: i for i, n in enumerate(pose_metadata().names)}
-    out = np.zeros((len(NAMES), len(ids)), np.float64)
-    for row, parts in enumerate(NAMED.values()):
-        out[row, [ids[p] for p in parts]] = 1 / len(parts)
-    return out
-
-
-@lru_cache(maxsize=1)
-def members() -> np.ndarray:
-    """[len(NAMES), 308] bool: the keypoints each named point is made of (its score is the least of theirs)."""
-    return mixing() > 0
+    pairs = np.array([[ids[parts[0]], ids[parts[-1]]] for parts in NAMED.values()])
+    return pairs[:, 0], pairs[:, 1]
 
 
 def named_points(keypoints: np.ndarray, scores: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """People's named points and their scores: keypoints [..., 308, D] -> [..., len(NAMES), D]; scores [..., 308]
     -> [..., len(NAMES)] (the least of the keypoints each is made of; ones when not given)."""
+    a, b = ends()
     kp = np.asarray(keypoints, np.float64)
-    points = np.einsum("nk,...kd->...nd", mixing(), kp)
+    points = (kp[..., a, :] + kp[..., b, :]) / 2
     if scores is None:
         return points, np.ones(points.shape[:-1])
     sc = np.asarray(scores, np.float64)
-    least = np.where(members(), sc[..., None, :], np.inf).min(-1)
-    return points, least
+    return points, np.minimum(sc[..., a], sc[..., b])

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..models.metadata import pose_metadata
-from .anatomical import BONE_ENDS, BONE_NAMES, BONES_OF, NAMES_3D, anatomical_angles, unit
+from .anatomical import BONE_ENDS, BONE_NAMES, BONES_OF, NAMES_3D, anatomical_angles, cross, unit
 from .filters import LiveFilter, design, unwrap_to
 from .gait import FootEvents
 from .options import AnglesConfig
@@ -18,6 +18,7 @@ from .planar import ANGLES_2D, HALF_TURN, NAMES_2D, facing, planar_angles, weake
 from .points import named_points
 
 BONE_SAMPLES = 15  # a track's bone lengths: the median of its first this many sure frames
+BONES_USED = [BONES_OF[n] for n in NAMES_3D]  # per 3-D angle, the bones it uses
 PERIOD_2D = np.array([180.0 if n in HALF_TURN else 360.0 for n in NAMES_2D])
 _KP = {n: i for i, n in enumerate(pose_metadata().names)}
 GAIT_POINTS = {side: (_KP[f"{side}_heel"], _KP[f"{side}_big_toe"]) for side in ("right", "left")}
@@ -63,7 +64,10 @@ class TrackAngles:
         self.ended: dict[int, Track] = {}
 
     def track(self, track_id: int) -> Track:
-        return self.tracks.setdefault(track_id, Track())
+        t = self.tracks.get(track_id)
+        if t is None:
+            t = self.tracks[track_id] = Track()
+        return t
 
     def end(self, track_id: int) -> None:
         """A track that ended: its rows wait for the files."""
@@ -120,16 +124,11 @@ class TrackAngles:
 
     def planar(self, track_id: int, values: np.ndarray, conf: np.ndarray, named: np.ndarray, side: str) -> dict:
         t = self.track(track_id)
-        why: dict[str, str] = {}
-        out = values.copy()
-        for j, name in enumerate(NAMES_2D):
-            if conf[j] < self.cfg.min_score:
-                point, score = weakest(named, name)
-                out[j] = np.nan
-                why[name] = f"unsure keypoint: {point} {score:.2f}"
-            else:
-                out[j] = unwrap_to(t.last_2d[j], out[j], PERIOD_2D[j])
-                t.last_2d[j] = out[j]
+        unsure = conf < self.cfg.min_score
+        why = {NAMES_2D[j]: "unsure keypoint: {} {:.2f}".format(*weakest(named, NAMES_2D[j]))
+               for j in np.flatnonzero(unsure)}  # fmt: skip
+        out = np.where(unsure, np.nan, unwrap_to(t.last_2d, values, PERIOD_2D))
+        t.last_2d = np.where(unsure, t.last_2d, out)
         shown = self.filtered(t, "2d", NAMES_2D, out)
         return {"2d": shown, "3d": {}, "confidence": dict(zip(NAMES_2D, np.round(conf, 3).tolist(), strict=True)),
                 "why": why, "side": side, "_2d": out}  # fmt: skip
@@ -139,28 +138,23 @@ class TrackAngles:
     def anatomical(self, track_id: int, kp: np.ndarray, c: np.ndarray, values: np.ndarray, conf: np.ndarray,
                    why: dict, record: dict) -> dict:  # fmt: skip
         t = self.track(track_id)
-        out = values.copy()
-        stretched = self.stretched(t, kp, c)
-        for j, name in enumerate(NAMES_3D):
-            if conf[j] < self.cfg.min_score:
-                out[j] = np.nan
-                why[name] = "unsure keypoint"
-            elif any(b in stretched for b in BONES_OF[name]):
-                b = next(b for b in BONES_OF[name] if b in stretched)
-                out[j] = np.nan
-                why[name] = f"{BONE_NAMES[b]} {stretched[b]:+.0%} off this person's length"
-            elif not np.isnan(out[j]):
-                out[j] = unwrap_to(t.last_3d[j], out[j])
-                t.last_3d[j] = out[j]
+        unsure = conf < self.cfg.min_score
+        why.update({NAMES_3D[j]: "unsure keypoint" for j in np.flatnonzero(unsure)})
+        for j, b in self.stretched(t, kp, c).items():
+            if not unsure[j]:
+                why[NAMES_3D[j]] = b
+                unsure[j] = True
+        out = np.where(unsure, np.nan, unwrap_to(t.last_3d, values))
+        t.last_3d = np.where(np.isnan(out), t.last_3d, out)
         record["3d"] = self.filtered(t, "3d", NAMES_3D, out)
         record["confidence"].update(zip(NAMES_3D, np.round(conf, 3).tolist(), strict=True))
         record["why"].update(why)
         record["_3d"] = out
         return record
 
-    def stretched(self, t: Track, kp: np.ndarray, c: np.ndarray) -> dict[int, float]:
-        """The bones (index in BONE_NAMES) of this frame longer or shorter than the track's own by more than the
-        tolerance: {bone: relative error}. The track's lengths are the median of its first sure frames."""
+    def stretched(self, t: Track, kp: np.ndarray, c: np.ndarray) -> dict[int, str]:
+        """The angles (index in NAMES_3D) that use a bone of this frame longer or shorter than the track's own by
+        more than the tolerance, with the reason. The track's lengths are the median of its first sure frames."""
         lengths = np.linalg.norm(kp[BONE_ENDS[:, 0]] - kp[BONE_ENDS[:, 1]], axis=1)
         sure = (c[BONE_ENDS] >= self.cfg.min_score).all(1)
         if t.bones is None:
@@ -171,21 +165,22 @@ class TrackAngles:
             return {}
         with np.errstate(all="ignore"):
             error = lengths / t.bones - 1
-        return {int(b): float(error[b]) for b in np.flatnonzero(sure & (np.abs(error) > self.cfg.bone_tolerance))}
+        off = np.flatnonzero(sure & (np.abs(error) > self.cfg.bone_tolerance))
+        if not len(off):
+            return {}
+        reasons = {int(b): f"{BONE_NAMES[b]} {error[b]:+.0%} off this person's length" for b in off}
+        return {j: reasons[b] for j, bones in enumerate(BONES_USED) for b in bones if b in reasons}
 
     # ------------------------------------------------------------------------------------------- both
 
     def filtered(self, t: Track, kind: str, names: tuple, values: np.ndarray) -> dict:
-        """The values shown live: through each angle's live filter (or as they are), rounded, None for NaN."""
-        out = {}
-        for name, v in zip(names, values, strict=True):
-            if self.sos is not None:
-                f = t.filters.get((kind, name))
-                if f is None:
-                    f = t.filters[(kind, name)] = LiveFilter(self.sos)
-                v = f(v)
-            out[name] = None if np.isnan(v) else round(float(v), 2)
-        return out
+        """The values shown live: through the track's live filters (or as they are), rounded, None for NaN."""
+        if self.sos is not None:
+            if kind not in t.filters:
+                t.filters[kind] = LiveFilter(self.sos, len(names))
+            values = t.filters[kind](values)
+        rounded = np.round(values, 2).tolist()
+        return {n: None if v != v else v for n, v in zip(names, rounded, strict=True)}
 
     def steps(self, t: Track, p: Seen, time_s: float, frame: int, up, side: str | None) -> list[dict]:
         """Gait events of one frame: in metres where the person is (and the floor known), else along the image."""
@@ -197,7 +192,7 @@ class TrackAngles:
                 upward = unit(np.asarray(up, np.float64))
                 hip = kp[HIPS].mean(0)
                 right = kp[HIPS[1]] - kp[HIPS[0]]
-                forward = unit(np.cross(upward, unit(right)))
+                forward = unit(cross(upward, unit(right)))
                 ahead = {s: (float((kp[h] - hip) @ forward), float((kp[toe] - hip) @ forward))
                          for s, (h, toe) in GAIT_POINTS.items()}  # fmt: skip
                 heels = {s: float(kp[h] @ forward) for s, (h, _) in GAIT_POINTS.items()}
