@@ -14,10 +14,10 @@
 A source is a path, URL, `webcam:N`, an image folder or glob, a list of those, or an iterable of numpy pictures
 (HxWx3 uint8; `bgr=True` for OpenCV's; items may be `(picture, seconds)`). Options: `pipeline=` a YAML to start
 from, then the settings people change most (`tasks`, `size`, `models` {task: hub id, folder or file},
-`device`, `detector`, `flip`, `smoothing`, `temporal`, `threed`), `set={"dotted.key": value}` for any other YAML
-key, `stages=[...]` your own stage objects (`open(source) -> state`, `__call__(state, result)`, `close(state)`: they
-run inside the pipeline and their `result.extra` reaches the outputs), `output=` a folder to also write the usual
-files (nothing is written by default), and for live sources
+`device`, `detector`, `flip`, `smoothing`, `temporal`, `threed`, `angles`), `set={"dotted.key": value}` for any
+other YAML key, `stages=[...]` your own stage objects (`open(source) -> state`, `__call__(state, result)`,
+`close(state)`: they run inside the pipeline and their `result.extra` reaches the outputs), `output=` a folder to
+also write the usual files (nothing is written by default), and for live sources
 `buffer="latest"` (a consumer slower than the pipeline gets the newest results, the others counted as dropped in
 `dropped`) or `"all"` (every result; the pipeline waits for the consumer).
 
@@ -71,12 +71,14 @@ class ApiOptions:
     temporal: Switch | dict[str, Any] | None = None  # true: every output of the tasks that run steadied; false: none;
     # or the whole temporal section
     threed: Switch | Literal["auto"] | dict[str, Any] | None = None  # threed.enabled, or the whole threed section
+    angles: Switch | dict[str, Any] | None = None  # angles.enabled (people get `angles`), or the whole section
     set: dict[str, Any] = field(default_factory=dict)  # any other YAML key: {"dotted.key": value}
 
 END = object()
 NOTHING_WRITTEN = {  # output=None: the sinks that would write files stay off
     "outputs.video.enabled": False, "outputs.jsonl.enabled": False, "outputs.matting.composite": False,
     "outputs.geometry.normals_video": False, "outputs.geometry.depth_video": False, "threed.formats": [],
+    "angles.files": False,
 }  # fmt: skip
 
 
@@ -84,7 +86,8 @@ NOTHING_WRITTEN = {  # output=None: the sinks that would write files stay off
 class Result:
     """One frame's results. `people[i]`: `track_id`, `box` (COCO xywh px), `score`, `keypoints` [308, 2] px,
     `keypoint_scores` [308], `smoothed` [308, 2], `keypoints_3d` [308, 3] m and its confidence when the 3-D stage
-    runs. Dense outputs that ran: `seg` [H, W] labels, `alpha` [H, W], `normals`, `pointmap` [H, W, 3]."""
+    runs, `angles` ({"2d", "3d", "confidence", "why", "side"}) with `angles=True`. Dense outputs that ran: `seg`
+    [H, W] labels, `alpha` [H, W], `normals`, `pointmap` [H, W, 3]."""
 
     source: str
     frame_index: int
@@ -370,6 +373,10 @@ def options_to_data(tasks, size: str, pipeline: str | None, options: dict) -> di
         data["threed"] = given.threed
     elif given.threed is not None:
         set_value(data, "threed.enabled", given.threed)
+    if isinstance(given.angles, dict):
+        data["angles"] = given.angles
+    elif given.angles is not None:
+        set_value(data, "angles.enabled", given.angles)
     for key, value in given.set.items():
         set_value(data, key, value)
     return data

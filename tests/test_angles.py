@@ -295,12 +295,13 @@ def test_gait_events_land_on_the_walkers_heel_strikes(view):
         seen = Seen(1, *side_view(points)) if view == "2d" else Seen(1, keypoints_3d=kp, confidence_3d=conf)
         found += angles.frame(t, i, [seen], np.array([0.0, 1.0, 0.0]))[1]
     truth = [(t, s) for t, s, _ in zeni_truth() if 0.5 < t < 5.8]
-    strikes = [e for e in found if e["type"] == "heel_strike" and 0.5 < e["at_s"] < 5.8]
+    strikes = [e for e in found if e["kind"] == "heel_strike" and 0.5 < e["time_s"] < 5.8]
     assert len(strikes) >= len(truth) - 1
     for e in strikes:
-        nearest = min(truth, key=lambda x: abs(x[0] - e["at_s"]) + (x[1] != e["side"]) * 99)
-        assert abs(nearest[0] - e["at_s"]) <= 1 / 30 + 1e-6 and nearest[1] == e["side"], e
-    assert sum(e["type"] == "toe_off" for e in found) >= len(truth) - 2
+        nearest = min(truth, key=lambda x: abs(x[0] - e["time_s"]) + (x[1] != e["side"]) * 99)
+        assert abs(nearest[0] - e["time_s"]) <= 1 / 30 + 1e-6 and nearest[1] == e["side"], e
+        assert e["at_frame"] == round(e["time_s"] * 30) and e["id"].startswith("gait-")
+    assert sum(e["kind"] == "toe_off" for e in found) >= len(truth) - 2
     gait = angles.summary()["1"]["gait"]
     assert gait["cadence_steps_per_min"] == pytest.approx(108.0, rel=0.02)
     assert gait["stride_time_s"] == pytest.approx(120 / 108, rel=0.03)
@@ -442,3 +443,23 @@ def test_a_camera_groups_people_get_3d_angles_through_triangulation(tmp_path):
     assert main(["angles", str(tmp_path / "out"), "--filter", "none", "--output", str(tmp_path / "again")]) == 0
     again = read_jsonl(tmp_path / "again" / "3d" / "angles" / "angles.jsonl")
     assert [r["people"][0]["angles"]["3d"] for r in again] == [r["people"][0]["angles"]["3d"] for r in records]
+
+
+def test_the_python_api_and_mqtt_give_people_their_angles(tmp_path, monkeypatch):
+    """`stream(..., angles=True)`: each person has `angles`, the MQTT frame message carries them too (the same
+    record), and nothing is written where no output was asked for."""
+    import sapiens2_stream as s2
+    from sapiens2_stream.humans.clips import crossing, write_clip
+    from sapiens2_stream.io.records import jsonl_record, mqtt_message
+    from sapiens2_stream.models.toy import toy_model
+
+    monkeypatch.chdir(tmp_path)
+    truth = write_clip(tmp_path / "walk.mp4", crossing(), fps=15)
+    results = list(s2.stream(str(tmp_path / "walk.mp4"), models={"pose": str(toy_model("pose"))}, tasks=["pose"],
+                             detector={"type": "file", "path": truth["path"]}, angles=True,
+                             set={"source.max_frames": 12}))  # fmt: skip
+    people = [p for r in results for p in r.people]
+    assert len(results) == 12 and people and all(set(p.angles["2d"]) == set(NAMES_2D) for p in people)
+    message = mqtt_message(results[-1].raw, "cam", "none")
+    assert message["people"][0]["angles"] == jsonl_record(results[-1].raw, "cam", {})["people"][0]["angles"]
+    assert not list(tmp_path.rglob("*.mot"))

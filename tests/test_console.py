@@ -41,9 +41,10 @@ EVENTS = {"zones": {"bay": {"polygon": [[0.05, 0.05], [0.95, 0.05], [0.95, 0.9],
           "lines": {"door": {"points": [[300, 20], [300, 220]]}}}  # fmt: skip
 
 
-def write_spec(tmp_path, tiny_dir, console=None, video=True, events=None):
+def write_spec(tmp_path, tiny_dir, console=None, video=True, events=None, angles=False):
     spec = tmp_path / "console.yaml"
     spec.write_text(yaml.safe_dump({
+        **({"angles": {"enabled": True, "gait": False}} if angles else {}),
         "sources": [{"name": "a", "uri": CAMERA, **({"events": events} if events else {})}],
         "detector": {"type": "fixed", "boxes": [[40, 40, 60, 150]]},
         "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96], "flip": "off"}},
@@ -92,7 +93,7 @@ def console(tmp_path_factory, tiny_dir):
     """One running pipeline with its console, shared by the tests that only read or add and remove sources."""
     tmp = tmp_path_factory.mktemp("console")
     port = free_port()
-    proc = start(write_spec(tmp, tiny_dir, events=EVENTS), port)
+    proc = start(write_spec(tmp, tiny_dir, events=EVENTS, angles=True), port)
     try:
         wait_until(lambda: sources(port).get("a", {}).get("frames_out", 0) > 10, 120, "the console and results")
         yield port, tmp / "out", proc
@@ -113,6 +114,8 @@ def test_status_says_what_each_source_does(console):
     assert status == 200 and json.loads(body)["name"] == "a"
     assert call(port, "/api/v1/sources/nope")[0] == 404
     assert a["event_counts"] == {"zones": {"bay": 1}, "lines": {"door": {"in": 0, "out": 0}}, "kinds": {"enter": 1}}
+    person = next(iter(a["angles"].values()))  # a person's live joint angles
+    assert len(person["2d"]) == 28 and "right knee" in person["2d"] and person["side"] in ("right", "left")
 
 
 def test_events_are_listed_with_their_snapshots_and_the_picture_shows_the_rules(console):

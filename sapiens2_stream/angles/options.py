@@ -27,7 +27,8 @@ class AnglesConfig:
     bone_tolerance: Share = 0.25  # 3-D: a bone longer or shorter than this share of the person's own length (from
     # their first sure frames) makes the angles that use it null
     gait: Switch = True  # heel strikes and toe-offs as events; cadence, stride time, step length and speed per track
-    plots: Switch = True  # a PNG of each track's angles over time
+    files: Switch = True  # each track's .mot, CSV (and plot) in OUTPUT/angles/ when it ends
+    plots: Switch = True  # a PNG of each track's angles over time, with its files
 
     def __bool__(self) -> bool:
         return bool(self.enabled)

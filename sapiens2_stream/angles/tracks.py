@@ -62,6 +62,7 @@ class TrackAngles:
         self.sos = design(cfg.order, cfg.cutoff_hz, fps) if cfg.filter == "butterworth" else None
         self.tracks: dict[int, Track] = {}
         self.ended: dict[int, Track] = {}
+        self.steps_found = 0  # gait events so far (their ids: gait-1, gait-2, ...)
 
     def track(self, track_id: int) -> Track:
         t = self.tracks.get(track_id)
@@ -211,9 +212,13 @@ class TrackAngles:
                 scale = float(np.mean([np.linalg.norm(np.diff(kp[leg], axis=0), axis=1).sum() for leg in LEGS]))
         if ahead is None:
             return []
-        return [{"type": kind, "side": s, "track_id": p.track_id, "at_s": round(at, 4), "at_frame": at_frame,
-                 **({"step_length_m": round(step, 3)} if step is not None else {})}
-                for kind, s, at, at_frame, step in t.gait(time_s, frame, ahead, scale, lead)]  # fmt: skip
+        found = []
+        for kind, s, at, at_frame, step in t.gait(time_s, frame, ahead, scale, lead):
+            self.steps_found += 1
+            found.append({"id": f"gait-{self.steps_found}", "kind": kind, "track_id": p.track_id,
+                          "time_s": round(at, 6), "side": s, "at_frame": at_frame,
+                          **({"step_length_m": round(step, 3)} if step is not None else {})})  # fmt: skip
+        return found
 
     def summary(self) -> dict:
         """Per track: frames with angles, the side seen most, the bone lengths it was scaled to, its gait."""

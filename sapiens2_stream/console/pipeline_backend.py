@@ -55,7 +55,7 @@ class PipelineBackend:
         if stream is None:
             return False
         self.pipeline.stop_source(stream)
-        while not stream.closed:
+        while not stream.done.is_set():  # its outputs closed complete
             await asyncio.sleep(0.05)
         self.removed.add(name)
         return True

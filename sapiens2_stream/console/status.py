@@ -19,7 +19,7 @@ def state(stream) -> str:
 def counters(stream) -> dict:
     """A stream's running counts and recent rates, from its numbers' snapshot, as a pipeline's console shows them
     and a fleet worker reports them."""
-    n, events = stream.numbers.snapshot(), stream.stage_state("events")
+    n, events, angles = stream.numbers.snapshot(), stream.stage_state("events"), stream.stage_state("angles")
     rules = None if events is None else events.rules
     return {
         "frames_in": n["frames_in"], "frames_out": n["frames_out"], "processed": n["processed"],
@@ -28,6 +28,7 @@ def counters(stream) -> dict:
         "result_age_s": n["result_age_s"],
         "event_counts": None if rules is None else {**rules.counts(), "kinds": dict(rules.totals)},
         "errors": n["errors"],  # stages that failed for this source (each off for it since)
+        "angles": None if angles is None else angles.latest,
         "connection": None if stream.source.connection is None else stream.source.connection.snapshot(),
     }  # fmt: skip
 
@@ -43,6 +44,7 @@ def source_status(name: str, uri: str, state: str, counts: dict, result_age_s: f
         "last_result_age_s": None if result_age_s is None else round(result_age_s, 3),
         "last_frame": counts.get("last_frame"), "people": counts.get("people", 0),
         "event_counts": counts.get("event_counts"),  # zones' occupancy, lines' crossings, events by kind (events:)
+        "angles": counts.get("angles"),  # each person's latest joint angles by track id (angles:)
         "errors": counts.get("errors", []),  # stages that failed for this source: {stage, error, frame}
         "connection": counts.get("connection"),  # a live source: state, why the latest attempt failed, next attempt
     }  # fmt: skip

@@ -330,9 +330,7 @@ class Pipeline:
         if stream is None or self.loop is None:
             raise Sapiens2StreamError(f"no running source named {name!r}")
         self.loop.call_soon_threadsafe(self.stop_source, stream)
-        deadline = time.monotonic() + timeout
-        while not stream.closed and time.monotonic() < deadline:
-            time.sleep(0.02)
+        stream.done.wait(timeout)
         return stream.summary()
 
     def running(self, name: str) -> Stream | None:

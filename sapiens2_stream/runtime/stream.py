@@ -88,7 +88,8 @@ class Stream:
         self.stopping = False  # asked to stop: nothing more is taken, waiting frames are left unprocessed
         self.cut = False  # a second Ctrl-C: nothing more is written
         self.ending_sent = False
-        self.closed = False
+        self.closed = False  # closing has begun (nothing more is taken or written)
+        self.done = threading.Event()  # ... and every output is closed complete
         self.error: BaseException | None = None
         self.behind_until = 0.0
         self.last_take: float | None = None
@@ -301,8 +302,11 @@ class Stream:
             return
         self.closed = True
         self.numbers.ended = time.time()
-        if self.stage_run is not None:
-            self.stage_run.close()
+        try:
+            if self.stage_run is not None:
+                self.stage_run.close()
+        finally:
+            self.done.set()
 
     # ------------------------------------------------------------------------------------------- numbers
 

@@ -85,6 +85,19 @@ function eventText(e) {  // "12.4 s  door: crossing in, track 3"
   return e.time_s.toFixed(1) + " s  " + where + e.kind + detail + who;
 }
 
+const SHOWN_ANGLES = ["right knee", "left knee", "right hip", "left hip", "right elbow", "left elbow", "trunk",
+  "knee_angle_r", "knee_angle_l", "hip_flexion_r", "hip_flexion_l", "lumbar_extension"];
+function anglesTable(angles) {  // each person's live joint angles (angles:), degrees
+  if (!angles || !Object.keys(angles).length) return "";
+  const one = (a, name) => { const v = (a["2d"] || {})[name] ?? (a["3d"] || {})[name]; return v == null ? "-" : v.toFixed(0); };
+  const names = SHOWN_ANGLES.filter(n => Object.values(angles).some(a => n in (a["2d"] || {}) || n in (a["3d"] || {})));
+  let html = "<tr><th>person</th><th>side</th>" + names.map(n => "<th>" + escaped(n) + "</th>").join("") + "</tr>";
+  for (const [id, a] of Object.entries(angles))
+    html += "<tr><td>" + escaped(id) + "</td><td>" + escaped(a.side || "") + "</td>" +
+      names.map(n => "<td>" + one(a, n) + "</td>").join("") + "</tr>";
+  return html;
+}
+
 function countsText(c) {  // "zones: bay 2 · lines: door in 3 / out 1"
   if (!c) return "";
   const zones = Object.entries(c.zones).map(([n, k]) => n + " " + k).join(", ");
@@ -203,6 +216,7 @@ async function source() {
     document.getElementById("numbers").innerHTML = numbers(s) + ", " + s.frames_out + " frames written, " +
       s.reconnects + " reconnects, dropped " + JSON.stringify(s.dropped);
     document.getElementById("counts").textContent = countsText(s.event_counts);
+    document.getElementById("angles").innerHTML = anglesTable(s.angles);
     const files = await (await fetch(base + "/recordings")).json();
     const list = document.getElementById("recordings");
     list.innerHTML = "";

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ class SourceAngles:
     folder: Path  # OUTPUT/angles: each track's .mot, CSV and plot, written when the track ends
     label: str
     written: int = 0
+    latest: dict = field(default_factory=dict)  # track id -> the latest frame's angles of who is in it (console)
 
 
 def camera_up(world_from_camera: np.ndarray | None) -> np.ndarray | None:
@@ -68,6 +69,8 @@ class Angles(Stage):
         records, events = state.angles.frame(time_s, result.frame.index, [recorded(p) for p in result.people], up)
         for person, record in zip(result.people, records, strict=True):
             person.angles = record
+        state.latest = {str(p.track_id): {k: r[k] for k in ("2d", "3d", "side")}
+                        for p, r in zip(result.people, records, strict=True) if r is not None}  # fmt: skip
         result.events += [{**e, "source": state.label, "frame": result.frame.index} for e in events]
         for track_id in result.ended_tracks:
             state.angles.end(track_id)
@@ -75,7 +78,8 @@ class Angles(Stage):
 
     def write(self, state: SourceAngles, track_id: int) -> None:
         track = state.angles.ended.pop(track_id, None) or state.angles.tracks.get(track_id)
-        if track is not None and write_track(state.folder, track_id, track.rows, state.angles.cfg, state.angles.fps):
+        cfg = state.angles.cfg
+        if track is not None and cfg.files and write_track(state.folder, track_id, track.rows, cfg, state.angles.fps):
             state.written += 1
         if track is not None:
             state.angles.ended[track_id] = track

@@ -55,6 +55,8 @@ class GroupAngles(GroupStage):
             record["events"] = events
 
     def close(self, state: GroupAnglesState) -> None:
+        if not state.angles.cfg.files:
+            return
         for track_id, track in sorted(state.angles.all_tracks().items()):
             write_track(state.folder, track_id, track.rows, state.angles.cfg, state.angles.fps)
 
