@@ -79,9 +79,9 @@ BONES_OF = {name: [i for i, b in enumerate(BONE_ENDS) if set(b) <= set(NEEDED[j]
 
 
 def unit(v: np.ndarray) -> np.ndarray:
+    """Unit vectors along the last axis; NaN where a vector has no length."""
     n = np.sqrt((v * v).sum(-1, keepdims=True))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 1e-9, v / n, np.nan)
+    return np.divide(v, n, out=np.full(np.broadcast_shapes(v.shape, n.shape), np.nan), where=n > 1e-9)
 
 
 def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -27,24 +27,25 @@ class Extremes:
     checked_s: float = -np.inf  # the latest sample looked at
 
     def __call__(self, time_s: float, frame: int, value: float, scale: float) -> tuple[float, int] | None:
-        """The time and frame of an extreme confirmed by this sample, or None."""
-        if np.isnan(value):
+        """The time and frame of an extreme confirmed by this sample, or None. (Plain Python: a few dozen samples,
+        where NumPy's per-call cost would be most of the work.)"""
+        if value != value:  # NaN: the foot is not seen; what came before says nothing of what comes after
             self.window.clear()
             return None
-        self.window.append((time_s, frame, self.sign * value))
-        while self.window[0][0] < time_s - WINDOW_S:
-            self.window.popleft()
-        times, _, values = (np.array(column) for column in zip(*self.window, strict=True))
+        window = self.window
+        window.append((time_s, frame, self.sign * value))
+        while window[0][0] < time_s - WINDOW_S:
+            window.popleft()
         found = None
-        for i in np.flatnonzero((times > self.checked_s) & (times <= time_s - CONFIRM_S + 1e-9)):
-            self.checked_s = times[i]  # each sample is looked at once, when it is old enough
-            around = (times >= times[i] - CONFIRM_S - 1e-9) & (times <= times[i] + CONFIRM_S + 1e-9)
-            if values[i] < values[around].max() or times[i] - self.last_s < MIN_GAP_S:
+        ready = time_s - CONFIRM_S + 1e-9
+        for t, f, v in [w for w in window if self.checked_s < w[0] <= ready]:
+            self.checked_s = t  # each sample is looked at once, when it is old enough
+            if t - self.last_s < MIN_GAP_S or v < max(w[2] for w in window if abs(w[0] - t) <= CONFIRM_S + 1e-9):
                 continue
-            before = values[(times >= times[i] - 2 * MIN_GAP_S) & (times < times[i])]
-            if len(before) and values[i] - before.min() >= PROMINENCE * scale:
-                self.last_s = times[i]
-                found = float(times[i]), int(self.window[i][1])
+            before = [w[2] for w in window if t - 2 * MIN_GAP_S <= w[0] < t]
+            if before and v - min(before) >= PROMINENCE * scale:
+                self.last_s = t
+                found = float(t), int(f)
         return found
 
 
