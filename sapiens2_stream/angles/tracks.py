@@ -21,9 +21,9 @@ BONE_SAMPLES = 15  # a track's bone lengths: the median of its first this many s
 BONES_USED = [BONES_OF[n] for n in NAMES_3D]  # per 3-D angle, the bones it uses
 PERIOD_2D = np.array([180.0 if n in HALF_TURN else 360.0 for n in NAMES_2D])
 _KP = {n: i for i, n in enumerate(pose_metadata().names)}
-GAIT_POINTS = {side: (_KP[f"{side}_heel"], _KP[f"{side}_big_toe"]) for side in ("right", "left")}
-HIPS = [_KP["left_hip"], _KP["right_hip"]]
-LEGS = [[_KP[f"{s}_hip"], _KP[f"{s}_knee"], _KP[f"{s}_ankle"]] for s in ("left", "right")]
+# the gait's keypoints, in this order: heel and big toe of each foot, the hips, then each leg's hip, knee, ankle
+GAIT_IDS = [_KP[n] for n in ("right_heel", "right_big_toe", "left_heel", "left_big_toe", "left_hip", "right_hip",
+                             *(f"{s}_{j}" for s in ("left", "right") for j in ("hip", "knee", "ankle")))]  # fmt: skip
 
 
 @dataclass
@@ -184,32 +184,28 @@ class TrackAngles:
         return {n: None if v != v else v for n, v in zip(names, rounded, strict=True)}
 
     def steps(self, t: Track, p: Seen, time_s: float, frame: int, up, side: str | None) -> list[dict]:
-        """Gait events of one frame: in metres where the person is (and the floor known), else along the image."""
+        """Gait events of one frame: in metres where the person is (and the floor known), else along the image.
+        Each foot's heel and toes ahead of the pelvis (the mid-hip) along the way the person faces; the leg's length
+        (hip-knee-ankle, the mean of both) is the scale an extreme must stand out by."""
         ahead, lead, scale = None, None, None
         if p.keypoints_3d is not None and up is not None:
-            kp, c = p.keypoints_3d, p.confidence_3d
-            ids = [i for pair in GAIT_POINTS.values() for i in pair] + HIPS + [i for leg in LEGS for i in leg]
-            if (c[ids] >= self.cfg.min_score).all() and np.isfinite(kp[ids]).all():
+            kp, c = p.keypoints_3d[GAIT_IDS], p.confidence_3d[GAIT_IDS]
+            if (c >= self.cfg.min_score).all() and np.isfinite(kp).all():
                 upward = unit(np.asarray(up, np.float64))
-                hip = kp[HIPS].mean(0)
-                right = kp[HIPS[1]] - kp[HIPS[0]]
-                forward = unit(cross(upward, unit(right)))
-                ahead = {s: (float((kp[h] - hip) @ forward), float((kp[toe] - hip) @ forward))
-                         for s, (h, toe) in GAIT_POINTS.items()}  # fmt: skip
-                heels = {s: float(kp[h] @ forward) for s, (h, _) in GAIT_POINTS.items()}
-                lead = {"right": heels["right"] - heels["left"], "left": heels["left"] - heels["right"]}
-                scale = float(np.mean([np.linalg.norm(np.diff(kp[leg], axis=0), axis=1).sum() for leg in LEGS]))
-                flat = hip - (hip @ upward) * upward
-                t.pelvis.append((time_s, flat))
+                hip = kp[4:6].mean(0)
+                forward = unit(cross(upward, kp[5] - kp[4]))
+                along = (kp[:4] - hip) @ forward  # right heel, right toe, left heel, left toe
+                ahead = {"right": (float(along[0]), float(along[1])), "left": (float(along[2]), float(along[3]))}
+                lead = {"right": float(along[0] - along[2]), "left": float(along[2] - along[0])}
+                t.pelvis.append((time_s, hip - (hip @ upward) * upward))
         elif p.keypoints is not None and side in ("right", "left"):
-            kp, c = p.keypoints, p.scores
-            ids = [i for pair in GAIT_POINTS.values() for i in pair] + HIPS + [i for leg in LEGS for i in leg]
-            if (c[ids] >= self.cfg.min_score).all():
-                sign = 1.0 if side == "right" else -1.0
-                hip_x = kp[HIPS, 0].mean()
-                ahead = {s: (sign * float(kp[h, 0] - hip_x), sign * float(kp[toe, 0] - hip_x))
-                         for s, (h, toe) in GAIT_POINTS.items()}  # fmt: skip
-                scale = float(np.mean([np.linalg.norm(np.diff(kp[leg], axis=0), axis=1).sum() for leg in LEGS]))
+            kp, c = p.keypoints[GAIT_IDS], p.scores[GAIT_IDS]
+            if (c >= self.cfg.min_score).all():
+                along = (kp[:4, 0] - kp[4:6, 0].mean()) * (1.0 if side == "right" else -1.0)
+                ahead = {"right": (float(along[0]), float(along[1])), "left": (float(along[2]), float(along[3]))}
+        if ahead is not None:
+            legs = kp[6:].reshape(2, 3, -1)
+            scale = float(np.sqrt((np.diff(legs, axis=1) ** 2).sum(-1)).sum(1).mean())
         if ahead is None:
             return []
         found = []
