@@ -14,7 +14,7 @@ from .anatomical import BONE_ENDS, BONE_NAMES, BONES_OF, NAMES_3D, anatomical_an
 from .filters import LiveFilter, design, unwrap_to
 from .gait import FootEvents
 from .options import AnglesConfig
-from .planar import ANGLES_2D, HALF_TURN, NAMES_2D, facing, planar_angles, weakest
+from .planar import HALF_TURN, NAMES_2D, facing, planar_angles, weakest
 from .points import named_points
 
 BONE_SAMPLES = 15  # a track's bone lengths: the median of its first this many sure frames
@@ -79,8 +79,9 @@ class TrackAngles:
         return {**self.ended, **self.tracks}
 
     def frame(self, time_s: float, frame: int, people: list[Seen], up: np.ndarray | None) -> tuple[list, list]:
-        """The angles of one frame's people ({"2d", "3d", "confidence", "why", "side"} each, None for a person
-        without keypoints) and the gait events found (dicts)."""
+        """The angles of one frame's people ({"2d", "3d", "confidence", "why", "side"}, and "up" with 3-D: the
+        floor's up they stood on; None for a person without keypoints) and the gait events found (dicts). `up`: the
+        floor's up in the frame of the people's 3-D keypoints, None where no floor is known."""
         records: list = [None] * len(people)
         events: list = []
         flat = [i for i, p in enumerate(people) if p.keypoints is not None]
@@ -245,5 +246,3 @@ def walking_speed(pelvis: list, found: list) -> float | None:
         return None
     return float(np.linalg.norm(points[b] - points[a]) / (times[b] - times[a]))
 
-
-__all__ = ["ANGLES_2D", "Seen", "TrackAngles"]

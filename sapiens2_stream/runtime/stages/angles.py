@@ -24,7 +24,6 @@ class SourceAngles:
     angles: TrackAngles
     folder: Path  # OUTPUT/angles: each track's .mot, CSV and plot, written when the track ends
     label: str
-    written: int = 0
     latest: dict = field(default_factory=dict)  # track id -> the latest frame's angles of who is in it (console)
 
 
@@ -73,22 +72,21 @@ class Angles(Stage):
                         for p, r in zip(result.people, records, strict=True) if r is not None}  # fmt: skip
         result.events += [{**e, "source": state.label, "frame": result.frame.index} for e in events]
         for track_id in result.ended_tracks:
-            state.angles.end(track_id)
-            self.write(state, track_id)
+            self.end(state, track_id)
 
-    def write(self, state: SourceAngles, track_id: int) -> None:
-        track = state.angles.ended.pop(track_id, None) or state.angles.tracks.get(track_id)
-        cfg = state.angles.cfg
-        if track is not None and cfg.files and write_track(state.folder, track_id, track.rows, cfg, state.angles.fps):
-            state.written += 1
-        if track is not None:
-            state.angles.ended[track_id] = track
-            track.rows = []  # written: the summary keeps what it needs
+    def end(self, state: SourceAngles, track_id: int) -> None:
+        """A track that ended: its files written, its rows let go (the summary keeps what it needs)."""
+        state.angles.end(track_id)
+        track = state.angles.ended.get(track_id)
+        if track is None:
+            return
+        if state.angles.cfg.files:
+            write_track(state.folder, track_id, track.rows, state.angles.cfg, state.angles.fps)
+        track.rows = []
 
     def close(self, state: SourceAngles) -> None:
         for track_id in list(state.angles.tracks):
-            state.angles.end(track_id)
-            self.write(state, track_id)
+            self.end(state, track_id)
 
     def summary(self, state: SourceAngles) -> dict:
         return {"angles": {"folder": str(state.folder), "tracks": state.angles.summary()}}
