@@ -11,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import DEFAULT_FPS
 from ..errors import Sapiens2StreamError
 from ..io.jsonl import parse_lines
 from .files import write_track
 from .options import AnglesConfig
 from .tracks import Seen, TrackAngles
-
-DEFAULT_FPS = 30.0
 
 
 def read_records(path: Path) -> list[dict]:
@@ -63,16 +62,21 @@ def moment_people(record: dict) -> list[Seen]:
 def moment_frames(records: list[dict]):
     """(time, index, people, up) per camera-group moment (world frame, Z up)."""
     for i, r in enumerate(records):
-        yield r["time"], i, moment_people(r), np.array([0.0, 0.0, 1.0])
+        yield r["time"], i, moment_people(r), WORLD_UP
+
+
+WORLD_UP = np.array([0.0, 0.0, 1.0])  # the 3-D stage's and a calibration's world: Z up, the floor at Z = 0
+
+
+def camera_up(world_from_camera) -> np.ndarray | None:
+    """The floor's up in the camera frame of a world-from-camera transform [4, 4] (None: no floor)."""
+    return None if world_from_camera is None else np.asarray(world_from_camera)[:3, :3].T @ WORLD_UP
 
 
 def world_up(folder: Path) -> np.ndarray | None:
     """The floor's up in the camera frame from a run's world.json (None without a floor)."""
     path = folder / "world.json"
-    if not path.exists():
-        return None
-    world = json.loads(path.read_text()).get("world_from_camera")
-    return None if world is None else np.asarray(world)[:3, :3].T @ np.array([0.0, 0.0, 1.0])
+    return camera_up(json.loads(path.read_text()).get("world_from_camera")) if path.exists() else None
 
 
 def recompute(label: str, frames, times: list[float], cfg: AnglesConfig, out: Path) -> dict:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...angles.files import write_track
 from ...angles.options import AnglesConfig
+from ...angles.recompute import camera_up
 from ...angles.tracks import Seen, TrackAngles
 from ...config import DEFAULT_FPS
 from ...io.sink import METRE_DIGITS, PTS_DIGITS, SCORE_DIGITS, as_recorded, best_keypoints
@@ -27,12 +28,10 @@ class SourceAngles:
     latest: dict = field(default_factory=dict)  # track id -> the latest frame's angles of who is in it (console)
 
 
-def camera_up(world_from_camera: np.ndarray | None) -> np.ndarray | None:
-    """The floor's up in the camera frame (the 3-D stage's world frame has Z up; rounded as the records keep it),
-    None before there is a floor."""
-    if world_from_camera is None:
-        return None
-    return np.round(np.asarray(world_from_camera)[:3, :3].T @ np.array([0.0, 0.0, 1.0]), UP_DIGITS)
+def recorded_up(world_from_camera: np.ndarray | None) -> np.ndarray | None:
+    """The floor's up in the camera frame, rounded as the records keep it; None before there is a floor."""
+    up = camera_up(world_from_camera)
+    return None if up is None else np.round(up, UP_DIGITS)
 
 
 def recorded(p) -> Seen:
@@ -63,7 +62,7 @@ class Angles(Stage):
         return SourceAngles(TrackAngles(options, fps), ctx.out_dir / "angles", ctx.label)
 
     def __call__(self, state: SourceAngles, result: FrameResult) -> None:
-        up = camera_up(result.world_from_camera)
+        up = recorded_up(result.world_from_camera)
         time_s = round(result.frame.pts_s, PTS_DIGITS)
         records, events = state.angles.frame(time_s, result.frame.index, [recorded(p) for p in result.people], up)
         for person, record in zip(result.people, records, strict=True):

@@ -7,18 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from ...angles.files import write_track
 from ...angles.options import AnglesConfig
-from ...angles.recompute import moment_people
+from ...angles.recompute import WORLD_UP, moment_people
 from ...angles.tracks import TrackAngles
 from ...config import DEFAULT_FPS
 from ..live_mocap import Moment
 from .base import GroupStage, register_stage
 from .context import GroupContext
-
-WORLD_UP = np.array([0.0, 0.0, 1.0])  # a calibration's world: Z up, the floor at Z = 0 (as `calibrate` writes it)
 
 
 @dataclass
