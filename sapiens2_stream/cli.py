@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from .detect.options import DetectorConfig
 from .errors import Sapiens2StreamError, redact
 from .listing import KINDS
 
@@ -228,6 +229,17 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+YOLO_WEIGHTS = DetectorConfig.weights  # the detector's default weights: the demo uses them where they are present
+
+
+def demo_detector(boxes: str | None) -> str:
+    """The demo's detector when none is asked for: the generated clip's truth, else YOLO where its weights are
+    present, else the whole frame (which always works: one person filling the picture)."""
+    if boxes:
+        return "truth"
+    return "yolo" if Path(YOLO_WEIGHTS).exists() else "full_frame"
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """The whole pipeline offline: a clip of synthetic people and the toy models trained on such people."""
     from .config import from_dict
@@ -240,14 +252,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if source is None:
         source = str(out / "demo_input.mp4")
         boxes = write_clip(source, crossing(), fps=15)["path"]
-    if args.detector == "truth" and boxes is None:
+    detector_name = args.detector or demo_detector(boxes)
+    if detector_name == "truth" and boxes is None:
         raise Sapiens2StreamError("--detector truth needs the generated clip (its true boxes); with --source use yolo "
                                   "or full_frame")  # fmt: skip
-    detector = {
-        "truth": {"type": "file", "path": boxes},
-        "yolo": {"type": "yolo", "weights": "yolo11n.yaml", "conf": 0.01},
-        "full_frame": {"type": "full_frame"},
-    }[args.detector]
+    yolo_weights = YOLO_WEIGHTS if Path(YOLO_WEIGHTS).exists() else "yolo11n.yaml"
+    detector, said = {
+        "truth": ({"type": "file", "path": boxes}, "boxes from the generated clip's truth"),
+        "yolo": ({"type": "yolo", "weights": yolo_weights, "conf": 0.01 if yolo_weights.endswith(".yaml") else 0.25},
+                 f"YOLO boxes ({yolo_weights}{', random weights' if yolo_weights.endswith('.yaml') else ''})"),
+        "full_frame": ({"type": "full_frame"}, f"the whole frame as one person's box (no {YOLO_WEIGHTS} here)"),
+    }[detector_name]  # fmt: skip
     config = from_dict(PipelineConfig, {
         "name": "demo",
         "source": {"uri": source, "max_frames": args.max_frames},
@@ -256,9 +271,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "outputs": {"dir": str(out), "video": {"draw": ["seg", "boxes", "pose"]}, "tracks": {"enabled": True}},
         "runtime": {"device": args.device},
     })  # fmt: skip
-    print("demo: toy Sapiens2 models (tiny, trained on drawn figures; see the README) on a clip of drawn people, "
-          "boxes from the clip's truth: keypoints, parts and matte follow the figures, not real people.",
-          file=sys.stderr)  # fmt: skip
+    print(f"demo: toy Sapiens2 models (tiny, trained on drawn figures; see the README) on "
+          f"{'a clip of drawn people' if boxes else source}; detector: {said}. Keypoints, parts and matte follow "
+          "drawn figures, not real people.", file=sys.stderr)  # fmt: skip
     run_pipeline(config, not args.no_progress)
     return EXIT_OK
 
@@ -350,8 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--source", help="input instead of the generated clip")
     demo.add_argument("--output", default="demo-out", help="output folder (default demo-out)")
     demo.add_argument("--max-frames", type=int, default=None, help="stop after N frames (default: all 90 generated)")
-    demo.add_argument("--detector", choices=["truth", "yolo", "full_frame"], default="truth",
-                      help="the generated clip's true boxes (default), a random YOLO, or the full frame")  # fmt: skip
+    demo.add_argument("--detector", choices=["truth", "yolo", "full_frame"],
+                      help="the generated clip's true boxes (its default), YOLO (yolo11n.pt where present, else random "
+                      "weights), or the full frame (--source's default without yolo11n.pt)")  # fmt: skip
     demo.add_argument("--device", default="auto")
     demo.add_argument("--no-progress", action="store_true")
     demo.set_defaults(func=cmd_demo)

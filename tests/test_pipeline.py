@@ -428,3 +428,27 @@ def test_a_file_never_drops_frames_whatever_the_policy(tmp_path, tiny_dir, clip)
         summary = source_summary(Pipeline(cfg).run())
         assert summary["frames_out"] == 24 and not summary["dropped"], policy
         assert [r["frame"] for r in read_jsonl(tmp_path / policy / "out" / "results.jsonl")] == list(range(24))
+
+
+@pytest.mark.parametrize("kind", ["video", "photos"])
+def test_demo_on_your_own_footage_picks_a_detector_that_works(tmp_path, clip, kind):
+    """`demo --source` without --detector: YOLO where its weights are, else the whole frame; it says which."""
+    import cv2
+
+    source = clip
+    if kind == "photos":
+        source = tmp_path / "photos"
+        source.mkdir()
+        for n, frame in enumerate(av.open(str(clip)).decode(video=0)):
+            if n < 3:
+                cv2.imwrite(str(source / f"{n}.jpg"), frame.to_ndarray(format="bgr24"))
+    env = {**os.environ, "YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(tmp_path / "yolo")}
+    out = subprocess.run(
+        [sys.executable, "-m", "sapiens2_stream.cli", "demo", "--source", str(source), "--output",
+         str(tmp_path / "demo"), "--max-frames", "3", "--no-progress"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "detector: the whole frame" in out.stderr  # no yolo11n.pt here, and it says so
+    records = read_jsonl(tmp_path / "demo" / "results.jsonl")
+    assert len(records) == 3 and all(len(r["people"]) == 1 for r in records)

@@ -81,12 +81,22 @@ class Sapiens2Network(nn.Module):
         conv. Cheaper than mirroring outputs when the predictor has more outputs than inputs (pose: 308 heatmaps
         from 256 features), and equal to it up to float rounding."""
         n = pixel_values.shape[0]
-        both = torch.cat([pixel_values, pixel_values.flip(-1)])
-        tokens, _ = self.backbone(both)
-        trunk = self.decode_head.trunk(self.backbone.to_feature_map(tokens, self.backbone.grid(both)))
+        trunk = self.head_trunk(torch.cat([pixel_values, pixel_values.flip(-1)]))
         features = torch.cat([trunk[:n], trunk[n:].flip(-1)], dim=1)
         weight, bias = flip_merged_predictor(self.decode_head.predictor, channel_order)
         return F.conv2d(features, weight, bias)
+
+    def head_outputs(self, pixel_values: torch.Tensor, channels: torch.Tensor) -> torch.Tensor:
+        """The head's raw output channels `channels` only [B, len(channels), h, w]. Training on data that labels
+        a few of the 308 keypoints needs no more, and the 1x1 predictor's other rows were half of a tiny pose
+        model's training step."""
+        predictor = self.decode_head.predictor
+        return F.conv2d(self.head_trunk(pixel_values), predictor.weight[channels], predictor.bias[channels])
+
+    def head_trunk(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """The features the head's 1x1 predictor reads."""
+        tokens, _ = self.backbone(pixel_values)
+        return self.decode_head.trunk(self.backbone.to_feature_map(tokens, self.backbone.grid(pixel_values)))
 
 
 def flip_merged_predictor(conv: nn.Conv2d, channel_order) -> tuple[torch.Tensor, torch.Tensor]:

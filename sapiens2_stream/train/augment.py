@@ -47,23 +47,25 @@ class Jitter:
         return cls(scale=0.5, shift=0.25)
 
 
-def normalise(images: np.ndarray) -> torch.Tensor:
-    """uint8 [B, H, W, 3] -> ImageNet-normalised float [B, 3, H, W]."""
-    x = torch.from_numpy(images).float().permute(0, 3, 1, 2)
-    mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1) * 255
-    std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1) * 255
+def normalise(images: torch.Tensor) -> torch.Tensor:
+    """uint8 [B, H, W, 3] -> ImageNet-normalised float [B, 3, H, W], on the pictures' device."""
+    x = images.float().permute(0, 3, 1, 2)
+    mean = torch.tensor(IMAGENET_MEAN, device=x.device).view(1, 3, 1, 1) * 255
+    std = torch.tensor(IMAGENET_STD, device=x.device).view(1, 3, 1, 1) * 255
     return (x - mean) / std
 
 
-def colour_jitter(image: np.ndarray, rng: np.random.Generator, amount: float) -> np.ndarray:
+def colour_jitter(images: np.ndarray, rng: np.random.Generator, amount: float) -> np.ndarray:
+    """A batch of uint8 pictures [B, H, W, 3], each with its own saturation s, contrast c and brightness b times
+    1 +- `amount`. The three in one pass: towards its grey g by s, towards its mean m by c (a change of
+    saturation keeps the mean), times b, is x b c s + g b c (1 - s) + m b (1 - c)."""
     if amount <= 0:
-        return image
-    x = image.astype(np.float32)
-    grey = x.mean(-1, keepdims=True)
-    x = grey + (x - grey) * rng.uniform(1 - amount, 1 + amount)  # saturation
-    x = (x - x.mean()) * rng.uniform(1 - amount, 1 + amount) + x.mean()  # contrast
-    x = x * rng.uniform(1 - amount, 1 + amount)  # brightness
-    return np.clip(x, 0, 255).astype(np.uint8)
+        return images
+    s, c, b = (torch.from_numpy(f) for f in rng.uniform(1 - amount, 1 + amount, (3, len(images), 1, 1, 1)))
+    x = torch.from_numpy(images).float()
+    grey = x.mean(-1, keepdim=True)
+    offset = (b * c * (1 - s)).float() * grey + (b * (1 - c)).float() * grey.mean((1, 2, 3), keepdim=True)
+    return torch.addcmul(offset, x, (b * c * s).float()).clamp_(0, 255).to(torch.uint8).numpy()
 
 
 def _window(box: np.ndarray, size: tuple[int, int], padding: float) -> tuple[np.ndarray, np.ndarray]:
@@ -99,11 +101,11 @@ def pose_batch(
     size: tuple[int, int],
     rng: np.random.Generator,
     jitter: Jitter,
-    sigma: float,
     downscale: int = 4,
     padding: float = BOX_PADDING,
 ) -> tuple[torch.Tensor, ...]:
-    """(pixels [B, 3, H, W], heatmaps [B, 308, h, w], weights [B, 308]) for the people `items`."""
+    """(crops uint8 [B, H, W, 3], keypoints [B, 308, 2] in heatmap pixels, visible [B, 308]) for the people
+    `items`: small to send between processes; `heatmap_batch` makes the targets where the model is."""
     h, w = size
     hh, hw = h // downscale, w // downscale
     order = np.asarray(pose_metadata().flip_indices)
@@ -115,7 +117,7 @@ def pose_batch(
         centre, window = _window(data.boxes[i], size, padding)
         m = _affine(centre, window, size, rng, jitter, flip)
         image = data.images[data.image_of[i]]
-        crops[n] = colour_jitter(cv2.warpAffine(image, m, (w, h), flags=cv2.INTER_LINEAR), rng, jitter.colour)
+        crops[n] = cv2.warpAffine(image, m, (w, h), flags=cv2.INTER_LINEAR)
         kp = data.keypoints[i]
         uv = kp[:, :2] @ m[:, :2].T + m[:, 2]
         vis = kp[:, 2] > 0
@@ -123,16 +125,33 @@ def pose_batch(
             uv, vis = uv[order], vis[order]
         mus[n] = uv * [(hw - 1) / (w - 1), (hh - 1) / (h - 1)]
         visible[n] = vis
-    heatmaps, inside = gaussian_heatmaps(torch.from_numpy(mus), (hh, hw), sigma)
-    weights = (torch.from_numpy(visible) & inside).float()
-    return normalise(crops), heatmaps * weights[..., None, None], weights
+    crops = colour_jitter(crops, rng, jitter.colour)
+    return torch.from_numpy(crops), torch.from_numpy(mus), torch.from_numpy(visible)
+
+
+def heatmap_batch(
+    crops: torch.Tensor,
+    mus: torch.Tensor,
+    visible: torch.Tensor,
+    channels: torch.Tensor,
+    sigma: float,
+    downscale: int = 4,
+) -> tuple[torch.Tensor, ...]:
+    """`pose_batch`'s output as the pose loss (`losses.loss_of`) takes it: (pixels [B, 3, H, W], heatmaps
+    [B, L, h, w] and weights [B, L] of the L keypoints `channels` the data labels, `channels`). The others weigh
+    nothing in the loss, so they are neither drawn nor compared: a COCO set labels 17 of the 308, and drawing all
+    308 made most of a batch's work. Made on the crops' device (heatmaps are far more to copy than keypoints)."""
+    h, w = crops.shape[1] // downscale, crops.shape[2] // downscale
+    heatmaps, inside = gaussian_heatmaps(mus[:, channels], (h, w), sigma)
+    weights = (visible[:, channels] & inside).float()
+    return normalise(crops), heatmaps * weights[..., None, None], weights, channels
 
 
 def dense_batch(
     data: DenseSet, items: np.ndarray, task: str, size: tuple[int, int], rng: np.random.Generator, jitter: Jitter
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(pixels [B, 3, H, W], targets) for the pictures `items`, each fed as the pipeline feeds its task: seg and
-    matting stretched to the input size (targets [B, H, W]: class ids, long, or alpha), normal and pointmap
+    """(pixels uint8 [B, H, W, 3], targets) for the pictures `items`, each fed as the pipeline feeds its task: seg
+    and matting stretched to the input size (targets [B, H, W]: class ids, long, or alpha), normal and pointmap
     fitted into it and centre-padded (targets [B, H, W, 3], NaN on the padding and where truth is missing).
     A flip swaps the part labels' sides, and mirrors the normals' and points' x."""
     h, w = size
@@ -149,7 +168,7 @@ def dense_batch(
         _, _, ch, cw = content_box((ih, iw), size, keep_aspect=vectors)
         window = np.array([iw * (w - 1) / cw, ih * (h - 1) / ch])  # scale cw / iw about the centre, as a resize
         m = _affine(np.array([(iw - 1) / 2, (ih - 1) / 2]), window, size, rng, jitter, flip)
-        pixels[n] = colour_jitter(cv2.warpAffine(image, m, (w, h), flags=cv2.INTER_LINEAR), rng, jitter.colour)
+        pixels[n] = cv2.warpAffine(image, m, (w, h), flags=cv2.INTER_LINEAR)
         if kind == "classes":
             t = cv2.warpAffine(target, m, (w, h), flags=cv2.INTER_NEAREST, borderValue=0)
             targets[n] = np.where(t == IGNORE, IGNORE, swap[np.minimum(t, len(swap) - 1)] if flip else t)
@@ -160,4 +179,5 @@ def dense_batch(
                 targets[n, ..., 0] *= -1
         else:
             targets[n] = cv2.warpAffine(target, m, (w, h), flags=cv2.INTER_LINEAR, borderValue=0)
-    return normalise(pixels), torch.from_numpy(targets)
+    pixels = colour_jitter(pixels, rng, jitter.colour)
+    return torch.from_numpy(pixels), torch.from_numpy(targets)

@@ -55,6 +55,9 @@ def add_parsers(sub) -> None:
     ft.add_argument(
         "--head-width", type=int, default=1, metavar="N", help="a fresh tiny head's channels times N (default 1)"
     )
+    ft.add_argument("--workers", type=int, metavar="N",
+                    help="processes making batches ahead of the step (0: on the training thread; default: the "
+                    "cores but one, at most 4)")  # fmt: skip
     ft.add_argument("--no-progress", action="store_true")
     ft.set_defaults(func=cmd_finetune)
 
@@ -97,10 +100,13 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         val_every=args.val_every,
         seed=args.seed,
         head_width=args.head_width,
+        workers=args.workers,
         progress=not args.no_progress,
     )
     if args.steps < 1 or args.batch_size < 1 or args.head_width < 1:
         raise Sapiens2StreamError("--steps, --batch-size and --head-width must be at least 1")
+    if args.workers is not None and args.workers < 0:
+        raise Sapiens2StreamError("--workers must be 0 or more")
     scores = finetune(opts)
     print(
         f"finetune {args.task}: {', '.join(f'{k} {v:.4f}' for k, v in scores.items())}; best/ and last/ in "

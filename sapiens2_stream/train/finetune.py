@@ -31,10 +31,11 @@ from ..models.network import Sapiens2Network
 from ..models.shapes import scale_grid
 from ..models.tasks import SIZES, task_spec
 from ..models.tiny import TINY_BACKBONE, random_model, save_released, tiny_config
-from .augment import Jitter, dense_batch, pose_batch
+from .batches import StepBatches, batches, default_workers
 from .data import DenseSet, PoseSet, read_dense_set, read_pose_set
 from .evaluate import primary, scores
 from .losses import loss_of
+from .threads import CoreShare
 from .trainable import trainable_tasks
 
 
@@ -62,6 +63,7 @@ class FinetuneOptions:
     warmup: int | None = None  # default: 500 steps, at most a tenth of them
     seed: int = 0
     head_width: int = 1  # a fresh tiny head's channels times this (the toy seg model's head is 4x wide)
+    workers: int | None = None  # processes making batches ahead (0: on the training thread; default: from the cores)
     progress: bool = True
 
 
@@ -302,16 +304,17 @@ def finetune(opts: FinetuneOptions) -> dict:
     if opts.resume:
         state = load_resume(out, optimizer)
     key, sign = primary(opts.task)
-    rng = np.random.default_rng(opts.seed + state["step"])
-    jitter = {"keypoints": Jitter(), "normals": Jitter.geometry(), "points": Jitter.geometry()}.get(
-        task_spec(opts.task).truth, Jitter.whole_picture()
-    )
     sigma = max(1.5, 6.0 * (size[1] // 4) / 192)
+    workers = default_workers() if opts.workers is None else opts.workers
     (out / "training.json").write_text(
-        json.dumps({**asdict(opts), "input_size": list(size), "lr": lr, "warmup": warmup, "sigma": sigma}, indent=1)
+        json.dumps(
+            {**asdict(opts), "input_size": list(size), "lr": lr, "warmup": warmup, "sigma": sigma, "workers": workers},
+            indent=1,
+        )
     )
+    maker = StepBatches(train, opts.task, size, opts.batch_size, opts.seed, sigma)
     metrics_file = (out / "metrics.jsonl").open("a")
-    started, seen, losses = time.perf_counter(), 0, []
+    started, seen, losses, waits, step_times = time.perf_counter(), 0, [], [], []
 
     def validate() -> dict:
         """Score on the held-out data, log a line (the mean training loss since the last one), keep best/."""
@@ -321,11 +324,15 @@ def finetune(opts: FinetuneOptions) -> dict:
             **({"loss": round(float(np.mean(losses)), 6)} if losses else {}),
             **{k: round(v, 5) for k, v in result.items()},
             "seconds": round(time.perf_counter() - started, 1),
+            **({"step_ms": round(1000 * float(np.mean(step_times)), 1)} if step_times else {}),
+            **({"data_wait_ms": round(1000 * float(np.mean(waits)), 1)} if waits else {}),
+            "threads": torch.get_num_threads(),
         }
         metrics_file.write(json.dumps(line) + "\n")
         metrics_file.flush()
         bar.write(" ".join(f"{k} {v}" for k, v in line.items()))
-        losses.clear()
+        for since_last in (losses, waits, step_times):
+            since_last.clear()
         return result
 
     bar = tqdm(
@@ -337,17 +344,18 @@ def finetune(opts: FinetuneOptions) -> dict:
         dynamic_ncols=True,
     )
     last_scores = validate() if state["step"] == 0 else {}  # where it starts from
+    feed = batches(maker, state["step"], opts.steps, workers, device)
+    share = CoreShare() if device.type == "cpu" else None
     try:
         while state["step"] < opts.steps:
             step = state["step"]
             for g in optimizer.param_groups:
                 g["lr"] = g["initial_lr"] * schedule(step, opts.steps, warmup)
-            items = rng.integers(0, len(train), opts.batch_size)
-            if keypoints:
-                batch = pose_batch(train, items, size, rng, jitter, sigma)
-            else:
-                batch = dense_batch(train, items, opts.task, size, rng, jitter)
-            batch = tuple(b.to(device, non_blocking=True) for b in batch)
+            if share and step % 10 == 0:
+                share.adjust()
+            began = time.perf_counter()
+            batch = next(feed)
+            waits.append(time.perf_counter() - began)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
                 loss = loss_of(model, opts.task, batch)
             if not math.isfinite(loss.item()):
@@ -357,8 +365,9 @@ def finetune(opts: FinetuneOptions) -> dict:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)
             optimizer.step()
             state["step"] = step + 1
-            seen += len(items)
+            seen += opts.batch_size
             losses.append(loss.item())
+            step_times.append(time.perf_counter() - began)
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.4f}", img_s=f"{seen / (time.perf_counter() - started):.0f}")
             if state["step"] % val_every == 0 or state["step"] == opts.steps:
@@ -375,6 +384,7 @@ def finetune(opts: FinetuneOptions) -> dict:
         save_resume(out, optimizer, state)
         raise
     finally:
+        feed.close()  # the workers stop
         bar.close()
         metrics_file.close()
     return last_scores

@@ -18,7 +18,8 @@ from .data import IGNORE
 
 
 def heatmap_loss(heatmaps: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Squared error averaged over the labelled keypoints' heatmaps only (x1000 to keep it readable)."""
+    """Squared error averaged over the labelled keypoints' heatmaps only (x1000 to keep it readable): those the
+    data labels (the targets' channels) where the picture shows them (weights)."""
     err = (heatmaps.float() - targets).square().mean((-2, -1)) * weights
     return 1000 * err.sum() / weights.sum().clamp(min=1)
 
@@ -39,10 +40,10 @@ def dice_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def loss_of(model, task: str, batch: tuple) -> torch.Tensor:
     pixels = batch[0]
-    out = model(pixels)
     kind = task_spec(task).truth
-    if kind == "keypoints":
-        return heatmap_loss(out.heatmaps, batch[1], batch[2])
+    if kind == "keypoints":  # the labelled keypoints' heatmaps only (batch[3]: which)
+        return heatmap_loss(model.head_outputs(pixels, batch[3]), batch[1], batch[2])
+    out = model(pixels)
     if kind == "classes":
         logits = at_size(out.logits, batch[1].shape[-2:])
         coarse = F.avg_pool2d(logits, 2), batch[1][:, ::2, ::2]  # Dice at half size: a quarter of the work
