@@ -75,3 +75,21 @@ def test_depth_colours_near_warm_far_cool_and_survive_holes():
     near, far = image[5, 5], image[5, 95]
     assert near[0] > near[2] and far[2] > far[0]  # red near, blue far
     assert image.shape == (10, 100, 3) and (image[0, 50] == image[0, 99]).all()  # a hole drawn as far
+
+
+def test_a_skeleton_is_as_thick_as_its_person_is_tall_and_the_face_cloud_only_when_asked():
+    def drawn(height: float, every_point: bool = False) -> tuple[int, int]:
+        """(the shoulder-elbow line's width, the face's ink) of a person `height` pixels tall."""
+        kp, scores = np.zeros((308, 2)), np.zeros(308)
+        kp[[5, 7, 13]] = [(100, 20), (100, 20 + 0.3 * height), (100, 20 + height)]  # shoulder, elbow, ankle
+        kp[70:] = np.column_stack([np.linspace(20, 40, 238), np.full(238, 30.0)])  # the 238 face landmarks
+        scores[[5, 7, 13]] = scores[70:] = 1
+        frame = draw_pose(np.zeros((400, 200, 3), np.uint8), kp, scores, every_point=every_point)
+        row = int(20 + 0.15 * height)
+        return int((frame[row, 80:120].sum(-1) > 0).sum()), int(frame[20:40, 15:45].sum())
+
+    thin, no_face = drawn(80)
+    thick, _ = drawn(320)
+    _, with_face = drawn(320, every_point=True)
+    assert thick >= 2 * thin  # a near person's lines read from afar; a far one stays a thin figure
+    assert no_face == 0 < with_face  # the 238 face landmarks as dots only when asked

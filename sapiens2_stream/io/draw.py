@@ -1,6 +1,7 @@
 """Drawing on RGB uint8 frames with OpenCV primitives (no fonts to fetch, microseconds per call).
 
-Pose: body, feet and hands as coloured links in the released skeleton colours, face landmarks as dots.
+Pose: body, feet and hands as coloured links in the released skeleton colours, sized to the person; every
+keypoint (the face's 238 landmarks too) as dots when asked.
 Seg: the released palette blended over the frame. Boxes: rectangles with track ids.
 """
 
@@ -24,19 +25,28 @@ def draw_pose(
     scores: np.ndarray,
     threshold: float = 0.3,
     thickness: int | None = None,
+    every_point: bool = False,
 ) -> np.ndarray:
-    """Draw one person's 308 keypoints in place; keypoints under `threshold` are skipped. Returns `frame`."""
+    """Draw one person's skeleton in place: the released links (body, feet, hands) and dots on their joints, as
+    thick as the person is tall on screen (a line per 80 pixels), so a far person stays a thin figure and a near
+    one reads from across the room. `every_point` adds all 308 keypoints as dots, the 238 face landmarks too
+    (a cloud over the face at most sizes). Keypoints under `threshold` are skipped. Returns `frame`."""
     meta = pose_metadata()
-    scale = max(frame.shape[:2]) / 1000
-    thickness = thickness or max(1, round(2 * scale))
     pts = _ints(keypoints)
     ok = np.asarray(scores) > threshold
+    if not ok.any():
+        return frame
+    if thickness is None:
+        extent = np.ptp(np.asarray(keypoints)[ok], axis=0).max() if ok.sum() > 1 else 0
+        thickness = max(1, round(extent / 80))
+    joints = set()
     for (a, b), color in zip(meta.skeleton, meta.skeleton_colors, strict=True):
         if ok[a] and ok[b]:
             cv2.line(frame, tuple(pts[a]), tuple(pts[b]), color, thickness, cv2.LINE_AA)
-    radius = max(1, thickness)
-    for i in np.flatnonzero(ok):
-        r = max(1, radius // 2) if i >= FACE_START else radius + 1
+            joints.update((a, b))
+    dots = np.flatnonzero(ok) if every_point else sorted(joints | {i for i in range(5) if ok[i]})  # + the face's 5
+    for i in dots:
+        r = max(1, thickness // 2) if i >= FACE_START else thickness + 1
         cv2.circle(frame, tuple(pts[i]), r, meta.colors[i], -1, cv2.LINE_AA)
     return frame
 

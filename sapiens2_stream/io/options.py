@@ -67,11 +67,14 @@ class JsonlOutput:
     name: str = "results.jsonl"  # its file name in the output folder
 
 
+Layer = Literal["pose", "seg", "boxes", "matting", "keypoints"]  # what an annotated picture can show
+
+
 @section(key="outputs.video")
 class VideoOutput:
     enabled: Switch = True  # the annotated video
     name: str = "annotated.mp4"  # its file name in the output folder
-    draw: list[Literal["pose", "seg", "boxes", "matting"]] = field(default_factory=lambda: ["pose", "boxes"])  # layers
+    draw: list[Layer] = field(default_factory=lambda: ["pose", "boxes"])  # layers (keypoints: all 308 as dots too)
     keypoint_threshold: AtLeast0 = 0.3  # keypoints scoring below this are not drawn
     view_3d: Switch = False  # with threed: the people's 3-D skeletons from above and from the side, bottom right
     crf: Annotated[int, Field(ge=0, le=51)] = 23  # x264 quality (lower: better, larger)

@@ -41,8 +41,8 @@ def annotate(result, draw: list[str], threshold: float, background=GREEN_SCREEN)
         if "boxes" in draw:
             draw_box(img, p.box, f"id {p.track_id}")
         kp = best_keypoints(p)
-        if "pose" in draw and kp is not None:
-            draw_pose(img, kp, p.keypoint_scores, threshold)
+        if ("pose" in draw or "keypoints" in draw) and kp is not None:
+            draw_pose(img, kp, p.keypoint_scores, threshold, every_point="keypoints" in draw)
     if "view_3d" in draw:
         draw_views_3d(img, result.people, result.world_from_camera, threshold)
     if getattr(result, "event_rules", None) is not None:
