@@ -15,7 +15,6 @@ import os
 import sys
 from pathlib import Path
 
-from .detect.options import DetectorConfig
 from .errors import Sapiens2StreamError, redact
 from .listing import KINDS
 
@@ -229,20 +228,18 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-YOLO_WEIGHTS = DetectorConfig.weights  # the detector's default weights: the demo uses them where they are present
-
-
-def demo_detector(boxes: str | None) -> str:
+def demo_detector(boxes: str | None, yolo_weights: str) -> str:
     """The demo's detector when none is asked for: the generated clip's truth, else YOLO where its weights are
     present, else the whole frame (which always works: one person filling the picture)."""
     if boxes:
         return "truth"
-    return "yolo" if Path(YOLO_WEIGHTS).exists() else "full_frame"
+    return "yolo" if Path(yolo_weights).exists() else "full_frame"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """The whole pipeline offline: a clip of synthetic people and the toy models trained on such people."""
     from .config import from_dict
+    from .detect.options import DetectorConfig
     from .humans.clips import crossing, write_clip
     from .models.toy import toy_model
     from .runtime.pipeline_config import PipelineConfig
@@ -252,16 +249,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if source is None:
         source = str(out / "demo_input.mp4")
         boxes = write_clip(source, crossing(), fps=15)["path"]
-    detector_name = args.detector or demo_detector(boxes)
+    weights = DetectorConfig.weights  # the detector's default: used where present
+    detector_name = args.detector or demo_detector(boxes, weights)
     if detector_name == "truth" and boxes is None:
         raise Sapiens2StreamError("--detector truth needs the generated clip (its true boxes); with --source use yolo "
                                   "or full_frame")  # fmt: skip
-    yolo_weights = YOLO_WEIGHTS if Path(YOLO_WEIGHTS).exists() else "yolo11n.yaml"
+    present = Path(weights).exists()
+    why = "" if args.detector or present else f" (no {weights} here)"
     detector, said = {
         "truth": ({"type": "file", "path": boxes}, "boxes from the generated clip's truth"),
-        "yolo": ({"type": "yolo", "weights": yolo_weights, "conf": 0.01 if yolo_weights.endswith(".yaml") else 0.25},
-                 f"YOLO boxes ({yolo_weights}{', random weights' if yolo_weights.endswith('.yaml') else ''})"),
-        "full_frame": ({"type": "full_frame"}, f"the whole frame as one person's box (no {YOLO_WEIGHTS} here)"),
+        "yolo": ({"type": "yolo", "weights": weights, "conf": 0.25} if present else
+                 {"type": "yolo", "weights": "yolo11n.yaml", "conf": 0.01},
+                 f"YOLO boxes ({weights})" if present else "YOLO boxes (yolo11n.yaml, random weights)"),
+        "full_frame": ({"type": "full_frame"}, f"the whole frame as one person's box{why}"),
     }[detector_name]  # fmt: skip
     config = from_dict(PipelineConfig, {
         "name": "demo",

@@ -37,8 +37,7 @@ def draw_pose(
     if not ok.any():
         return frame
     if thickness is None:
-        extent = np.ptp(np.asarray(keypoints)[ok], axis=0).max() if ok.sum() > 1 else 0
-        thickness = max(1, round(extent / 80))
+        thickness = max(1, round(np.ptp(np.asarray(keypoints)[ok], axis=0).max() / 80))
     joints = set()
     for (a, b), color in zip(meta.skeleton, meta.skeleton_colors, strict=True):
         if ok[a] and ok[b]:

@@ -11,7 +11,6 @@ from a random generator seeded by (seed, s): the batches do not depend on how ma
 from __future__ import annotations
 
 import math
-import os
 import sys
 from collections.abc import Iterator
 
@@ -23,13 +22,13 @@ from ..models.tasks import task_spec
 from ..processing.geometry import BOX_PADDING
 from .augment import Jitter, _window, dense_batch, heatmap_batch, normalise, pose_batch
 from .data import DenseSet, PoseSet
+from .threads import usable_cores
 
 
 def default_workers() -> int:
     """One worker process per core beyond the training thread's own, at most four (batches of crops are cheap
     beside a step; more workers only take cores from the step)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(4, cores - 1))
+    return max(1, min(4, usable_cores() - 1))
 
 
 def cut_people(data: PoseSet, size: tuple[int, int], jitter: Jitter, padding: float = BOX_PADDING) -> PoseSet:
