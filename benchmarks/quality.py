@@ -10,7 +10,9 @@ trained here). Each figure is measured with and without the feature it is about,
 - events: crossing and fall precision / recall from the model's own keypoints, smoothing on / off;
 - dense: part-label mIoU and matte IoU, and how much they flicker, temporal filter off / on;
 - 3-D: joints in metres from pose and pointmap together, the lifter against the pointmap read at each keypoint;
-- live: results kept of a camera 4x faster than real time, and their PCK.
+- live: results kept of a camera 4x faster than real time, and their PCK;
+- distil: `label`'s kept labels against the truth, and students trained on them against the teacher
+  (`benchmarks/distil.py`; `--skip-distil` leaves its 8 minutes out).
 
 Scores are on renders, not on the released Sapiens2 models: they say the pipeline around a model is right.
 """
@@ -26,6 +28,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 import sapiens2_stream as s2
+from benchmarks.distil import distil_rows
 from sapiens2_stream.humans.body import KEYPOINTS
 from sapiens2_stream.humans.clips import SCENES, render_clip, write_clip
 from sapiens2_stream.models.metadata import keypoint_index, pose_metadata
@@ -278,6 +281,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--plot", help="also save the figure here (the docs use docs/quality.png)")
     parser.add_argument("--json", default="benchmarks/results/quality.json")
+    parser.add_argument("--skip-distil", action="store_true", help="leave out label + finetune (8 minutes)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -291,6 +295,8 @@ def main() -> None:
             "threed": threed_rows("crossing", videos["crossing"]),
             "live": live_rows(videos["everything"]),
         }
+        if not args.skip_distil:
+            report["distil"] = distil_rows(folder / "distil")
     for section, rows in report.items():
         print(f"\n{section}")
         for row in rows:

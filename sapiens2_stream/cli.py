@@ -228,6 +228,9 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+DEMO_SIZE = (360, 640)  # the generated clip's height and width: people 215-260 px tall
+
+
 def demo_detector(boxes: str | None, yolo_weights: str) -> str:
     """The demo's detector when none is asked for: the generated clip's truth, else YOLO where its weights are
     present, else the whole frame (which always works: one person filling the picture)."""
@@ -240,7 +243,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """The whole pipeline offline: a clip of synthetic people and the toy models trained on such people."""
     from .config import from_dict
     from .detect.options import DetectorConfig
-    from .humans.clips import crossing, write_clip
+    from .humans.clips import meeting, write_clip
     from .models.toy import toy_model
     from .runtime.pipeline_config import PipelineConfig
 
@@ -248,7 +251,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     source, boxes = args.source, None
     if source is None:
         source = str(out / "demo_input.mp4")
-        boxes = write_clip(source, crossing(), fps=15)["path"]
+        boxes = write_clip(source, meeting(), fps=15, size=DEMO_SIZE, max_frames=args.max_frames)["path"]
     weights = DetectorConfig.weights  # the detector's default: used where present
     detector_name = args.detector or demo_detector(boxes, weights)
     if detector_name == "truth" and boxes is None:

@@ -356,6 +356,9 @@ def test_demo_runs_offline(tmp_path):
     records = read_jsonl(tmp_path / "demo" / "results.jsonl")
     assert len(records) == 6 and all(len(r["people"]) == 2 and r["seg_pixels"] for r in records)
     assert len(video_times(tmp_path / "demo" / "annotated.mp4")) == 6
+    with av.open(str(tmp_path / "demo" / "annotated.mp4")) as video:  # big enough to see the skeleton follow
+        assert (video.streams.video[0].width, video.streams.video[0].height) == (640, 360)
+    assert min(p["box"][3] for r in records for p in r["people"]) >= 200
 
 
 def test_track_exports_parquet_and_trc(tmp_path, tiny_dir, clip):
@@ -430,12 +433,15 @@ def test_a_file_never_drops_frames_whatever_the_policy(tmp_path, tiny_dir, clip)
         assert [r["frame"] for r in read_jsonl(tmp_path / policy / "out" / "results.jsonl")] == list(range(24))
 
 
-@pytest.mark.parametrize("kind", ["video", "photos"])
-def test_demo_on_your_own_footage_picks_a_detector_that_works(tmp_path, clip, kind):
-    """`demo --source` without --detector: YOLO where its weights are, else the whole frame; it says which."""
+@pytest.mark.parametrize("kind", ["video", "photos", "camera"])
+def test_demo_on_your_own_footage_picks_a_detector_that_works(tmp_path, clip, kind, request):
+    """`demo --source` without --detector: YOLO where its weights are, else the whole frame; it says which. On a
+    file, a folder of photos and an RTSP camera."""
     import cv2
 
     source = clip
+    if kind == "camera":
+        source = request.getfixturevalue("rtsp_server")[0] + "?play_count=0"
     if kind == "photos":
         source = tmp_path / "photos"
         source.mkdir()

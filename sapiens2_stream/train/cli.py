@@ -8,6 +8,7 @@ import sys
 
 from ..arguments import size_arg
 from ..errors import Sapiens2StreamError
+from .sureness import Sureness
 from .trainable import trainable_tasks
 
 
@@ -61,6 +62,78 @@ def add_parsers(sub) -> None:
     ft.add_argument("--no-progress", action="store_true")
     ft.set_defaults(func=cmd_finetune)
 
+    lb = sub.add_parser(
+        "label",
+        help="pseudo-labels from a teacher pipeline (its runs or videos) in finetune's "
+        "formats, only what the teacher is sure of, split into train/ and val/ by time",
+    )
+    lb.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="RUN_FOLDER|VIDEO",
+        help="run folders (their results.jsonl and source) or videos, URLs of files, picture folders",
+    )
+    lb.add_argument(
+        "--output",
+        required=True,
+        metavar="DATA",
+        help="train/ and val/ (keypoints.json, images/, labels/, alpha/), label.json; finetune --data DATA reads it",
+    )
+    lb.add_argument(
+        "--pipeline",
+        metavar="YAML",
+        help="the teacher: its models (pose, seg, matting), detector and "
+        "tracker (default: a run folder's own models; for videos the toy models)",
+    )
+    lb.add_argument(
+        "--min-score",
+        type=float,
+        default=Sureness.min_score,
+        help="a keypoint's heatmap peak on both the plain and the mirrored forward (default %(default)s)",
+    )
+    lb.add_argument(
+        "--max-flip-gap",
+        type=float,
+        default=Sureness.max_flip_gap,
+        metavar="SHARE",
+        help="plain against mirrored forward, of the box's longer side (default %(default)s)",
+    )
+    lb.add_argument(
+        "--max-jump",
+        type=float,
+        default=Sureness.max_jump,
+        metavar="SHARE",
+        help="off the midpoint of the track's neighbouring frames, of the box's longer side (default %(default)s)",
+    )
+    lb.add_argument(
+        "--min-keypoints",
+        type=int,
+        default=Sureness.min_keypoints,
+        help="people with fewer sure keypoints are left out (default %(default)s)",
+    )
+    lb.add_argument(
+        "--keypoints",
+        choices=("all", "body"),
+        default="all",
+        help="label all 308, or the body's (COCO-17 and the six foot points; default %(default)s)",
+    )
+    lb.add_argument("--every", type=int, default=1, metavar="N", help="every Nth frame (default %(default)s)")
+    lb.add_argument(
+        "--val-share",
+        type=float,
+        default=0.2,
+        help="the last share of each source's time held out for validation (default %(default)s)",
+    )
+    lb.add_argument(
+        "--gap-s",
+        type=float,
+        default=1.0,
+        help="seconds before the validation part left out of both (default %(default)s)",
+    )
+    lb.add_argument("--device", default="auto")
+    lb.add_argument("--no-progress", action="store_true")
+    lb.set_defaults(func=cmd_label)
+
     synth = sub.add_parser("synth", help="synthetic humans with truth: training sets and clips")
     kinds = synth.add_subparsers(dest="kind", required=True)
     ds = kinds.add_parser("dataset", help="pictures with COCO keypoints, part labels and alpha (finetune's formats)")
@@ -71,7 +144,7 @@ def add_parsers(sub) -> None:
     ds.add_argument("--no-progress", action="store_true")
     clip = kinds.add_parser("clip", help="a video of people doing things, with its truth beside it (.truth.json)")
     clip.add_argument("output", metavar="VIDEO.mp4")
-    clip.add_argument("--scene", default="crossing", help="crossing, fall, everything (default %(default)s)")
+    clip.add_argument("--scene", default="crossing", help="crossing, fall, everything, meeting (default %(default)s)")
     clip.add_argument("--fps", type=int, default=15)
     clip.add_argument("--size", type=size_arg, default=(240, 320), metavar="HxW", help="default 240x320")
     clip.add_argument("--mirror", action="store_true", help="the same scene seen in a mirror")
@@ -113,6 +186,20 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         f"{args.output}",
         file=sys.stderr,
     )
+    return 0
+
+
+def cmd_label(args: argparse.Namespace) -> int:
+    from .label import LabelOptions, label
+
+    rules = Sureness(args.min_score, args.max_flip_gap, args.max_jump, args.min_keypoints)
+    summary = label(LabelOptions(args.inputs, args.output, args.pipeline, rules, args.keypoints, args.every,
+                                 args.val_share, args.gap_s, args.device, not args.no_progress))  # fmt: skip
+    kept, frames = summary["people_kept"], summary["frames"]
+    print(f"label: {kept['train']} people in {frames['train']} frames for training, {kept['val']} in "
+          f"{frames['val']} for validation, of {summary['people_seen']} seen; "
+          f"{summary['keypoints_kept_share']:.0%} of their keypoints kept; in {args.output} "
+          f"(finetune pose --data {args.output})", file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -70,14 +70,27 @@ class FinetuneOptions:
 def read_sets(opts: FinetuneOptions) -> tuple[PoseSet | DenseSet, PoseSet | DenseSet]:
     """(train, validation), every problem with the data reported before anything is trained or written."""
     if task_spec(opts.task).truth == "keypoints":
-        train = read_pose_set(opts.data, opts.images, opts.keypoints)
-        val = read_pose_set(opts.val, opts.images, opts.keypoints) if opts.val else None
+        train = read_pose_set(pose_file(opts.data), opts.images, opts.keypoints)
+        val = read_pose_set(pose_file(opts.val), opts.images, opts.keypoints) if opts.val else None
     else:
         train = read_dense_set(opts.data, opts.task, opts.classes)
         val = read_dense_set(opts.val, opts.task, opts.classes) if opts.val else None
     if val is None:
         train, val = split(train, opts.seed)
     return train, val
+
+
+def split_folders(data: str, val: str | None) -> tuple[str, str | None]:
+    """A folder already split (train/ and val/ inside, as `label` writes) gives both sides; --val still wins."""
+    root = Path(data)
+    if (root / "train").is_dir() and (root / "val").is_dir():
+        return str(root / "train"), val or str(root / "val")
+    return data, val
+
+
+def pose_file(data: str) -> str:
+    """Pose data: the COCO JSON itself, or a folder's keypoints.json."""
+    return str(Path(data) / "keypoints.json") if Path(data).is_dir() else data
 
 
 def split(data: PoseSet | DenseSet, seed: int) -> tuple:
@@ -283,6 +296,8 @@ def finetune(opts: FinetuneOptions) -> dict:
         raise Sapiens2StreamError(f"finetune trains {', '.join(trainable_tasks())}; not {opts.task!r}")
     if opts.freeze not in ("none", "backbone"):
         raise Sapiens2StreamError(f"--freeze must be none or backbone, not {opts.freeze!r}")
+    data, val = split_folders(opts.data, opts.val)
+    opts = replace(opts, data=data, val=val)  # training.json names the sides read
     device = resolve_device(opts.device)
     train, val = read_sets(opts)
     torch.manual_seed(opts.seed)
