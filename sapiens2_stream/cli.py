@@ -86,6 +86,13 @@ def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
     return summary
 
 
+def run_pose_video(video: str, pipeline: str, folder: Path, device: str, progress: bool) -> Path:
+    """A video through a pose pipeline into a run folder (for `calibrate people`, which sits below the runtime)."""
+    from .runtime.pose_run import pipeline_data, pose_run
+
+    return pose_run(video, pipeline_data(pipeline), folder, device, progress, origin=pipeline)
+
+
 def export_project(folders, output, skeleton, calibration, sync, fps) -> dict:
     """Write the Pose2Sim project and say how the cameras were synchronised."""
     from .export.pose2sim import export_pose2sim
@@ -381,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .train.cli import add_parsers
 
     add_parsers(sub)
-    add_calibrate(sub)
+    add_calibrate(sub, run_video=run_pose_video)
     add_angles(sub)
     add_export_model(sub)
 

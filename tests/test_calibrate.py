@@ -428,3 +428,47 @@ def test_people_calibration_bad_input_is_one_line(tmp_path, capsys, case, said):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and said in err[0], err
     assert not out.exists()
+
+
+def test_people_from_videos_runs_each_through_the_pose_pipeline(tmp_path, capsys):
+    """`--camera NAME=VIDEO`: each video goes through `--pipeline` (its file detector, without a path, reads the
+    video's own truth beside it) into OUTPUT_runs/NAME/, and the cameras are placed from those runs exactly as from
+    the run folders given by hand. Bad input: a video without --pipeline, a video that is not there."""
+    import yaml
+
+    from sapiens2_stream.humans.clips import Scene, write_clip
+    from sapiens2_stream.humans.motions import script
+    from sapiens2_stream.humans.render import Look
+    from sapiens2_stream.models.toy import toy_model
+
+    walker = [(1, script(("walk", 6.0, 0.8), x=-1.8, y=0.2, yaw=-np.pi / 2 + 0.3), Look())]
+    cameras = []
+    for name, position in (("left", (-4.0, -3.5, 1.8)), ("right", (4.0, -3.5, 1.6))):
+        scene = Scene(walker, 6.0, camera=(position, (0.0, 0.0, 0.9)))
+        write_clip(tmp_path / f"{name}.mp4", scene, 15, (240, 320), max_frames=40)
+        k = scene.camera_for((240, 320)).intrinsics
+        cameras.append(Camera(name, (320, 240), k, np.zeros(4), np.zeros(3), np.zeros(3)))
+    write_calibration(tmp_path / "intrinsics.toml", cameras)
+    pose = tmp_path / "pose.yaml"
+    pose.write_text(yaml.safe_dump({"detector": {"type": "file"}, "runtime": {"device": "cpu"},
+                                    "models": {"pose": {"source": str(toy_model("pose"))}}}))  # fmt: skip
+    common = ["calibrate", "people", "--intrinsics", str(tmp_path / "intrinsics.toml"), "--height", "1.8"]
+    videos = [f"--camera={n}={tmp_path / f'{n}.mp4'}" for n in ("left", "right")]
+    assert main([*common, *videos, "--output", str(tmp_path / "Calib.toml"), "--pipeline", str(pose),
+                 "--no-progress"]) == 0  # fmt: skip
+    runs = tmp_path / "Calib_runs"
+    assert all(len((runs / n / "results.jsonl").read_text().splitlines()) == 40 for n in ("left", "right"))
+    folders = [f"--camera={n}={runs / n}" for n in ("left", "right")]
+    assert main([*common, *folders, "--output", str(tmp_path / "Again.toml")]) == 0
+    solved, again = read_calibration(tmp_path / "Calib.toml"), read_calibration(tmp_path / "Again.toml")
+    for name in ("left", "right"):
+        assert np.allclose(solved[name].rotation, again[name].rotation)
+        assert np.allclose(solved[name].translation, again[name].translation)
+    capsys.readouterr()
+    missing = [f"--camera=left={tmp_path / 'none.mp4'}", videos[1], "--pipeline", str(pose)]
+    for args, said in ((videos, "camera left: a video needs --pipeline"),
+                       (missing, f"camera left: {tmp_path / 'none.mp4'}: no such video or run folder")):  # fmt: skip
+        assert main([*common, *args, "--output", str(tmp_path / "bad.toml")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
+        assert not (tmp_path / "bad.toml").exists()

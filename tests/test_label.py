@@ -15,7 +15,7 @@ import yaml
 from sapiens2_stream.cli import main
 from sapiens2_stream.humans.body import KEYPOINTS
 from sapiens2_stream.humans.clips import crossing, mirrored, write_clip
-from sapiens2_stream.models.metadata import keypoint_index, seg_metadata
+from sapiens2_stream.models.metadata import keypoint_index, pose_metadata, seg_metadata
 from sapiens2_stream.models.toy import toy_model
 from sapiens2_stream.train.data import read_dense_set, read_pose_set
 from sapiens2_stream.train.label import split_by_time
@@ -179,3 +179,21 @@ def test_bad_input_is_one_line(clip, labelled, tmp_path):
         assert len(err.strip().splitlines()) == 1, err
     assert (tmp_path / "d" / "label.json").exists()  # what was done stays, with its counts
     assert not (tmp_path / "a").exists() and not (tmp_path / "e").exists()
+
+
+def test_blazepose_points_map_onto_the_308_by_name():
+    """The real-footage benchmark's teacher (MediaPipe's BlazePose, run outside this suite): its landmarks that are
+    the 308's own, by name, kept where seen inside the crop the teacher was shown."""
+    from benchmarks.real_footage import SAME_POINTS, to_308_names
+
+    names = pose_metadata().names
+    assert set(SAME_POINTS.values()) <= set(names) and len(SAME_POINTS) == 19
+    assert {"left_wrist", "right_wrist", "left_heel", "right_heel"} <= set(SAME_POINTS.values())
+    landmarks = [[100.0 + i, 200.0, 0.9] for i in range(33)]
+    landmarks[15][2] = 0.3  # BlazePose's left wrist, hardly visible
+    landmarks[27][:2] = [400.0, 200.0]  # the left ankle outside the 1.25x crop of the box
+    points = to_308_names(landmarks, [80.0, 150.0, 80.0, 120.0], 768, 576)
+    labelled = {name for name, p in zip(SAME_POINTS.values(), points, strict=True) if p[2] > 0}
+    assert labelled == set(SAME_POINTS.values()) - {"left_wrist", "left_ankle"}
+    assert points[list(SAME_POINTS).index(25), 0] == 125.0  # BlazePose 25, the left knee, where it was
+    assert not to_308_names(None, [0, 0, 10, 10], 768, 576).any()

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import Sapiens2StreamError
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, run_video: Callable[..., Path] | None = None) -> None:
+    """`run_video(video, pipeline, folder, device, progress) -> folder`: a video through a pose pipeline into a run
+    folder (`calibrate people` from videos; the runtime sits above calibration, so the command line hands it in)."""
     calibrate = sub.add_parser("calibrate", help="calibrate cameras from a board (Pose2Sim's Calib.toml)")
     kinds = calibrate.add_subparsers(dest="calibration", required=True)
     intrinsics = kinds.add_parser("intrinsics", help="each camera's focal length, principal point and distortion "
@@ -28,9 +31,14 @@ def add_parser(sub) -> None:
                                  "(default: the first seen by the most cameras)")  # fmt: skip
     extrinsics.set_defaults(func=cmd_calibrate_extrinsics, max_views=10**6)
     people = kinds.add_parser("people", help="where the cameras are, from a person walking through the room")
-    people.add_argument("--camera", action="append", required=True, metavar="NAME=RUN_FOLDER",
-                        help="a camera's run (its output folder, results.jsonl with the pose model's keypoints); "
-                             "the runs of one take, frame n of each at the same moment")  # fmt: skip
+    people.add_argument("--camera", action="append", required=True, metavar="NAME=VIDEO|RUN_FOLDER",
+                        help="a camera's video (run through --pipeline) or run (its output folder, results.jsonl "
+                             "with the pose model's keypoints); one take, frame n of each at one moment")  # fmt: skip
+    people.add_argument("--pipeline", metavar="YAML", help="the pose pipeline that runs the videos (its detector and "
+                        "models.pose; a file detector without a path reads each video's own VIDEO.truth.json or "
+                        "VIDEO.det.txt); their runs go to OUTPUT_runs/NAME/")
+    people.add_argument("--device", default="auto", help="for the videos' pose runs (default %(default)s)")
+    people.add_argument("--no-progress", action="store_true")
     people.add_argument("--intrinsics", required=True, metavar="FILE", help="a Calib.toml with every camera's "
                                                                           "intrinsics (calibrate intrinsics)")
     people.add_argument("--height", required=True, type=float, metavar="METRES",
@@ -39,7 +47,7 @@ def add_parser(sub) -> None:
                                                               "id, the same in every camera's run)")
     people.add_argument("--output", required=True, metavar="FILE",
                         help="the Calib.toml to write (updated in place when it exists)")
-    people.set_defaults(func=cmd_calibrate_people)
+    people.set_defaults(func=cmd_calibrate_people, run_video=run_video)
 
 
 def add_board_options(p: argparse.ArgumentParser) -> None:
@@ -178,12 +186,20 @@ def cmd_calibrate_people(args: argparse.Namespace) -> int:
     if missing:
         raise Sapiens2StreamError(f"--intrinsics {args.intrinsics}: no camera named {missing[0]} in it (it has "
                                   f"{', '.join(sorted(known))})")  # fmt: skip
+    videos = {name: path for name, path in cameras.items() if not Path(path).is_dir()
+              and Path(path).suffix.lower() != ".jsonl"}  # fmt: skip
+    for name, video in videos.items():
+        if not Path(video).is_file() and "://" not in video:
+            raise Sapiens2StreamError(f"camera {name}: {video}: no such video or run folder")
+    if videos and not args.pipeline:
+        raise Sapiens2StreamError(f"camera {next(iter(videos))}: a video needs --pipeline (a pose pipeline with a "
+                                  "detector) to find the people in it")  # fmt: skip
     seen = {}
     for name, folder in cameras.items():
         path = Path(folder)
-        if path.is_file() and path.suffix.lower() != ".jsonl":
-            raise Sapiens2StreamError(f"camera {name}: {folder} is a video; run the pose pipeline on it first "
-                                      "(sapiens2-stream run) and give its output folder")  # fmt: skip
+        if name in videos:
+            runs = output.with_name(output.stem + "_runs")
+            path = args.run_video(folder, args.pipeline, runs / name, args.device, not args.no_progress)
         seen[name] = person_track(path, args.track)
         if not seen[name]:
             raise Sapiens2StreamError(f"camera {name}: no person in {folder}"

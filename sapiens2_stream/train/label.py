@@ -32,6 +32,7 @@ from ..errors import Sapiens2StreamError
 from ..humans.body import KEYPOINTS as BODY_KEYPOINTS
 from ..io.jsonl import parse_lines
 from ..models.metadata import NUM_KEYPOINTS, keypoint_index, pose_metadata
+from ..runtime.pose_run import pipeline_data, pose_run
 from .sureness import Sureness, TrackSteadiness, sure_keypoints
 from .teacher import TEACHING_TASKS, Taught, Teacher
 
@@ -100,13 +101,8 @@ def run_records(folder: Path) -> list[TeacherRun]:
 def teacher_data(pipeline: str | None) -> dict:
     """The teacher pipeline as YAML-shaped data: the file's, else the toy models with a detector that works here
     (YOLO where its weights are, else the whole frame)."""
-    from ..config import parse_yaml
-
     if pipeline is not None:
-        path = Path(pipeline)
-        if not path.is_file():
-            raise Sapiens2StreamError(f"{pipeline}: no such pipeline file")
-        return parse_yaml(path.read_text(), pipeline)
+        return pipeline_data(pipeline)
     from ..detect.options import DetectorConfig
     from ..models.toy import toy_model
 
@@ -120,25 +116,6 @@ def model_sources(data: dict) -> dict[str, str]:
     models = data.get("models") or {}
     return {t: (m["source"] if isinstance(m, dict) else m) for t, m in models.items()
             if t in TEACHING_TASKS and m}  # fmt: skip
-
-
-def run_teacher(video: str, data: dict, folder: Path, device: str, progress: bool) -> Path:
-    """The teacher pipeline's detector, tracker and pose model on a video, into a run folder (results.jsonl)."""
-    import copy
-
-    from ..cli import run_pipeline
-    from ..runtime.pipeline_config import config_from
-
-    data = copy.deepcopy(data)
-    data["models"] = {"pose": {**(data["models"]["pose"] if isinstance(data["models"]["pose"], dict)
-                                  else {"source": data["models"]["pose"]}), "flip": "on"}}  # fmt: skip
-    data.pop("sources", None)
-    outputs = data.setdefault("outputs", {})
-    outputs.update({"video": {"enabled": False}, "jsonl": {"enabled": True}})
-    data.setdefault("runtime", {})["device"] = device
-    config = config_from(data, (), video, str(folder), origin="the teacher pipeline")
-    run_pipeline(config, progress)
-    return folder
 
 
 class DatasetWriter:
@@ -232,8 +209,8 @@ def label(opts: LabelOptions) -> dict:
     for item in opts.inputs:
         folder = Path(item)
         if not is_run(item):
-            folder = run_teacher(item, data, out / "teacher" / Path(item.rstrip("/")).stem, opts.device,
-                                 opts.progress)  # fmt: skip
+            folder = pose_run(item, data, out / "teacher" / Path(item.rstrip("/")).stem, opts.device, opts.progress,
+                              origin="the teacher pipeline")  # fmt: skip
         found = run_records(folder)
         if not found:
             raise Sapiens2StreamError(f"{folder}: its results.jsonl holds no frames")

@@ -1,0 +1,61 @@
+"""A pose run of a video to its end, for the commands whose work starts from one (`label`, `calibrate people` from
+videos): the pipeline's detector, tracker and pose model, writing only results.jsonl and summary.json into a run
+folder like any other, with the progress bar and the summary said, and a failure as one line."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+from ..config import parse_yaml
+from ..errors import Sapiens2StreamError
+from .pipeline import Pipeline, SourceFailed
+from .pipeline_config import config_from
+from .progress import Progress, format_summary, save_summary
+
+
+def pipeline_data(path: str) -> dict:
+    """A pipeline YAML as data (checked when a run is built from it)."""
+    if not Path(path).is_file():
+        raise Sapiens2StreamError(f"{path}: no such pipeline file")
+    return parse_yaml(Path(path).read_text(), path)
+
+
+def detections_beside(video: str) -> str:
+    """The detections file that belongs to a video: `VIDEO.truth.json` (a synthetic clip's) or `VIDEO.det.txt`."""
+    candidates = [Path(video).with_suffix(".truth.json"), Path(video).with_suffix(".det.txt")]
+    for path in candidates:
+        if path.is_file():
+            return str(path)
+    raise Sapiens2StreamError(f"{video}: detector type file without a path reads the detections beside the video "
+                              f"({' or '.join(p.name for p in candidates)}); neither is there")  # fmt: skip
+
+
+def pose_run(video: str, data: dict, folder: Path, device: str = "auto", progress: bool = True,
+             origin: str = "the pose pipeline") -> Path:  # fmt: skip
+    """Run `data` (a pipeline as YAML-shaped data, with `models.pose`) on `video` into `folder`: its pose model only
+    (flip TTA on), no video written. A `file` detector without a path reads the video's own detections (each video
+    of several cameras has its own)."""
+    data = copy.deepcopy(data)
+    pose = (data.get("models") or {}).get("pose")
+    if not pose:
+        raise Sapiens2StreamError(f"{origin}: needs a pose model (models.pose)")
+    data["models"] = {"pose": {**(pose if isinstance(pose, dict) else {"source": pose}), "flip": "on"}}
+    detector = data.get("detector")
+    if isinstance(detector, dict) and detector.get("type") == "file" and not detector.get("path"):
+        data["detector"] = {**detector, "path": detections_beside(video)}
+    data.pop("sources", None)
+    data.setdefault("outputs", {}).update({"video": {"enabled": False}, "jsonl": {"enabled": True}})
+    data.setdefault("runtime", {})["device"] = device
+    config = config_from(data, (), video, str(folder), origin=origin)
+    pipeline = Pipeline(config)
+    pipeline.open()
+    pipeline.observe(Progress(pipeline, enabled=progress))
+    try:
+        summary = pipeline.run()
+    except SourceFailed as e:
+        raise Sapiens2StreamError(str(e)) from None
+    print(format_summary(summary), file=sys.stderr)
+    save_summary(summary, config.outputs.dir)
+    return folder
