@@ -210,3 +210,16 @@ def test_what_cannot_be_exported_here_is_one_line_and_exit_2(tmp_path, monkeypat
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if it were not installed
     code, said = cli("export-model", toy_model("pose"), "--format", "onnx", "--output", tmp_path / "o2")
     assert code == 2 and "onnxruntime is not installed: pip install 'sapiens2-stream[onnx]'" in said, said
+
+
+def test_converting_reports_nothing_to_intel():
+    """OpenVINO's converter reports its use to Google Analytics from a forked child unless told not to (a child that,
+    without a network, waits on DNS for good and keeps the test runner's pipes open): after `need`, it is told not
+    to, whatever the user's home says."""
+    pytest.importorskip("openvino_telemetry")
+    from openvino_telemetry.utils.opt_in_checker import ConsentCheckResult, OptInChecker
+
+    from sapiens2_stream.deploy.formats import need
+
+    need("openvino")
+    assert OptInChecker().check(enable_opt_in_dialog=False, disable_in_ci=False) == ConsentCheckResult.DECLINED

@@ -37,7 +37,7 @@ def cli(*args) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
     folder = tmp_path_factory.mktemp("label")
-    truth = write_clip(str(folder / "cross.mp4"), crossing(), fps=15)
+    truth = write_clip(str(folder / "cross.mp4"), crossing(), fps=15, max_frames=60)
     teacher = folder / "teacher.yaml"
     teacher.write_text(yaml.safe_dump({
         "detector": {"type": "file", "path": truth["path"]},
@@ -84,7 +84,7 @@ def test_the_kept_labels_are_the_teachers_better_ones(clip, labelled):
     assert 0.3 * said < kept < said
     assert sure > everything + 0.03, (sure, everything)
     summary = json.loads((labelled / "sure" / "label.json").read_text())
-    assert summary["people_seen"] == json.loads((labelled / "all" / "label.json").read_text())["people_seen"] > 100
+    assert summary["people_seen"] == json.loads((labelled / "all" / "label.json").read_text())["people_seen"] > 80
     assert summary["rules"] == {"min_score": 0.5, "max_flip_gap": 0.05, "max_jump": 0.05, "min_keypoints": 4}
 
 

@@ -44,12 +44,26 @@ def need(module: str):
     """Import a runtime package, or say in one line which extra installs it."""
     import importlib
 
+    if module in ("openvino", "nncf"):
+        no_usage_reports()
     try:
         return importlib.import_module(module)
     except ImportError:
         raise Sapiens2StreamError(
             f"{module} is not installed: pip install 'sapiens2-stream[{EXTRAS[module]}]'"
         ) from None
+
+
+def no_usage_reports() -> None:
+    """OpenVINO's and NNCF's tools report their use to Google Analytics unless a consent file in the user's home
+    says no, from a child process forked for each report: without a network that child waits on DNS for good and
+    keeps open the pipes of whoever started this process (a supervisor, a test runner, which then never sees it
+    end). A model converted on the user's own machine reports nothing."""
+    try:
+        from openvino_telemetry.utils.opt_in_checker import ConsentCheckResult, OptInChecker
+    except ImportError:
+        return
+    OptInChecker.check = lambda self, *args, **kwargs: ConsentCheckResult.DECLINED
 
 
 def write_onnx(graph: ExportGraph, example: torch.Tensor, path: Path, opset: int = DEFAULT_OPSET) -> None:

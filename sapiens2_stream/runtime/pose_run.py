@@ -48,7 +48,9 @@ def pose_run(video: str, data: dict, folder: Path, device: str = "auto", progres
     data.pop("sources", None)
     data.setdefault("outputs", {}).update({"video": {"enabled": False}, "jsonl": {"enabled": True}})
     data.setdefault("runtime", {})["device"] = device
-    config = config_from(data, (), video, str(folder), origin=origin)
+    local = Path(video)
+    source = str(local.resolve()) if local.exists() else video  # the run folder names a file wherever it is read
+    config = config_from(data, (), source, str(folder), origin=origin)
     pipeline = Pipeline(config)
     pipeline.open()
     pipeline.observe(Progress(pipeline, enabled=progress))
