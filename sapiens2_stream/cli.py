@@ -88,9 +88,10 @@ def run_pipeline(config, progress: bool, resume: bool = False) -> dict:
 
 def run_pose_video(video: str, pipeline: str, folder: Path, device: str, progress: bool) -> Path:
     """A video through a pose pipeline into a run folder (for `calibrate people`, which sits below the runtime)."""
-    from .runtime.pose_run import pipeline_data, pose_run
+    from .runtime.pipeline_config import read_pipeline
+    from .runtime.pose_run import pose_run
 
-    return pose_run(video, pipeline_data(pipeline), folder, device, progress, origin=pipeline)
+    return pose_run(video, read_pipeline(pipeline), folder, device, progress, origin=pipeline)
 
 
 def export_project(folders, output, skeleton, calibration, sync, fps) -> dict:

@@ -13,15 +13,10 @@ import numpy as np
 
 from ..config import DEFAULT_FPS
 from ..errors import Sapiens2StreamError
-from ..io.jsonl import parse_lines
+from ..io.jsonl import read_records, source_folders
 from .files import write_track
 from .options import AnglesConfig
 from .tracks import Seen, TrackAngles
-
-
-def read_records(path: Path) -> list[dict]:
-    """A JSONL's whole lines (a run cut short may end in half a line)."""
-    return parse_lines(path.read_bytes())[0]
 
 
 def fps_of(times: list[float]) -> float:
@@ -106,7 +101,7 @@ def recompute_run(run: Path, output: Path | None, cfg: AnglesConfig) -> list[dic
     Each writes to its folder's `angles/` (under `output` instead, by source, when given)."""
     if not run.is_dir():
         raise Sapiens2StreamError(f"{run}: no such run folder")
-    sources = sorted(p.parent for p in [run / "results.jsonl", *run.glob("*/results.jsonl")] if p.exists())
+    sources = source_folders(run)
     group = run / "3d" / "keypoints_3d.jsonl"
     if not sources and not group.exists():
         raise Sapiens2StreamError(f"{run}: no results.jsonl (nor 3d/keypoints_3d.jsonl) to compute angles from")

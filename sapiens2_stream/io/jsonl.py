@@ -80,3 +80,14 @@ def parse_lines(data: bytes) -> tuple[list[dict], int]:
             break
         good_end = pos = end + 1
     return records, good_end
+
+
+def read_records(path: Path) -> list[dict]:
+    """A JSONL's whole lines (a run cut short may end in half a line)."""
+    return parse_lines(path.read_bytes())[0]
+
+
+def source_folders(run: Path) -> list[Path]:
+    """The folders of a run that hold a results.jsonl: the run's own (one source) or its sources' (several)."""
+    return sorted(p.parent for p in [run / "results.jsonl", *run.glob("*/results.jsonl")] if p.exists())
+

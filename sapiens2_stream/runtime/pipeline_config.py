@@ -121,15 +121,17 @@ def load_config(
     output: str | None = None,
 ) -> PipelineConfig:
     """Read and validate a pipeline YAML, then apply --set overrides and --source (one or several) / --output."""
-    data: dict = {}
-    origin = "configuration"
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise Sapiens2StreamError(f"{path}: no such pipeline file (see the ready ones in pipelines/)")
-        data = parse_yaml(p.read_text(), str(path))
-        origin = str(path)
-    return config_from(data, overrides, source, output, origin)
+    if path is None:
+        return config_from({}, overrides, source, output, "configuration")
+    return config_from(read_pipeline(path), overrides, source, output, str(path))
+
+
+def read_pipeline(path: str | Path) -> dict:
+    """A pipeline YAML as data, read with the safe loader (checked when a configuration is built from it)."""
+    p = Path(path)
+    if not p.is_file():
+        raise Sapiens2StreamError(f"{path}: no such pipeline file (see the ready ones in pipelines/)")
+    return parse_yaml(p.read_text(), str(path))
 
 
 def config_from(

@@ -8,18 +8,10 @@ import copy
 import sys
 from pathlib import Path
 
-from ..config import parse_yaml
 from ..errors import Sapiens2StreamError
 from .pipeline import Pipeline, SourceFailed
 from .pipeline_config import config_from
 from .progress import Progress, format_summary, save_summary
-
-
-def pipeline_data(path: str) -> dict:
-    """A pipeline YAML as data (checked when a run is built from it)."""
-    if not Path(path).is_file():
-        raise Sapiens2StreamError(f"{path}: no such pipeline file")
-    return parse_yaml(Path(path).read_text(), path)
 
 
 def detections_beside(video: str) -> str:

@@ -30,9 +30,10 @@ import numpy as np
 
 from ..errors import Sapiens2StreamError
 from ..humans.body import KEYPOINTS as BODY_KEYPOINTS
-from ..io.jsonl import parse_lines
+from ..io.jsonl import read_records, source_folders
 from ..models.metadata import NUM_KEYPOINTS, keypoint_index, pose_metadata
-from ..runtime.pose_run import pipeline_data, pose_run
+from ..runtime.pipeline_config import read_pipeline
+from ..runtime.pose_run import pose_run
 from .sureness import Sureness, TrackSteadiness, sure_keypoints
 from .teacher import TEACHING_TASKS, Taught, Teacher
 
@@ -86,15 +87,14 @@ def split_by_time(records: list[dict], val_share: float, gap_s: float) -> dict[i
 def run_records(folder: Path) -> list[TeacherRun]:
     """The sources of a run folder: its results.jsonl (or its sources' folders' ones), each with the source its
     summary.json names (else the records' own source) and the models that made them."""
-    files = sorted(p for p in [folder / "results.jsonl", *folder.glob("*/results.jsonl")] if p.exists())
     runs = []
-    for path in files:
-        records = parse_lines(path.read_bytes())[0]
+    for source in source_folders(folder):
+        records = read_records(source / "results.jsonl")
         if not records:
             continue
-        summary = path.parent / "summary.json"
+        summary = source / "summary.json"
         uri = json.loads(summary.read_text()).get("source") if summary.exists() else None
-        runs.append(TeacherRun(path.parent.name, uri or records[0]["source"], records, dict(records[0]["models"])))
+        runs.append(TeacherRun(source.name, uri or records[0]["source"], records, dict(records[0]["models"])))
     return runs
 
 
@@ -102,7 +102,7 @@ def teacher_data(pipeline: str | None) -> dict:
     """The teacher pipeline as YAML-shaped data: the file's, else the toy models with a detector that works here
     (YOLO where its weights are, else the whole frame)."""
     if pipeline is not None:
-        return pipeline_data(pipeline)
+        return read_pipeline(pipeline)
     from ..detect.options import DetectorConfig
     from ..models.toy import toy_model
 
@@ -207,15 +207,15 @@ def label(opts: LabelOptions) -> dict:
             raise Sapiens2StreamError(f"{item}: no such video or run folder")
     runs: list[TeacherRun] = []
     for item in opts.inputs:
-        folder = Path(item)
-        if not is_run(item):
+        folder, given_run = Path(item), is_run(item)
+        if not given_run:
             folder = pose_run(item, data, out / "teacher" / Path(item.rstrip("/")).stem, opts.device, opts.progress,
                               origin="the teacher pipeline")  # fmt: skip
         found = run_records(folder)
         if not found:
             raise Sapiens2StreamError(f"{folder}: its results.jsonl holds no frames")
         for run in found:
-            if opts.pipeline or not is_run(item):  # the teacher pipeline's models, not only the pose its run needed
+            if opts.pipeline or not given_run:  # the teacher pipeline's models, not only the pose its run needed
                 run.models = model_sources(data)
         runs += found
     writers = {side: DatasetWriter(out / side, names) for side in ("train", "val")}
@@ -249,7 +249,7 @@ def label(opts: LabelOptions) -> dict:
 
 def is_run(item: str) -> bool:
     folder = Path(item)
-    return folder.is_dir() and any(p.exists() for p in [folder / "results.jsonl", *folder.glob("*/results.jsonl")])
+    return folder.is_dir() and bool(source_folders(folder))
 
 
 def label_run(run: TeacherRun, teacher: Teacher, opts: LabelOptions, listed: list[int],

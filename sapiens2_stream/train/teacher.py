@@ -79,13 +79,13 @@ class Teacher:
         ]
         results = self.engine.executor.submit(self.engine.run, frames, people).result()
         taught = []
+        order = list(pose_metadata().flip_indices)
         n = len(pictures)
         for plain, back, picture in zip(results[:n], results[n:], pictures, strict=True):
             width = picture.shape[1]
             a = np.array([p.keypoints for p in plain.people], np.float32).reshape(-1, 308, 2)
             b = unmirror_keypoints(np.array([p.keypoints for p in back.people], np.float32).reshape(-1, 308, 2),
                                    width)  # fmt: skip
-            order = list(pose_metadata().flip_indices)
             score_a = np.array([p.keypoint_scores for p in plain.people], np.float32).reshape(-1, 308)
             score_b = np.array([p.keypoint_scores for p in back.people], np.float32).reshape(-1, 308)[:, order]
             parts = None
