@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -17,6 +18,7 @@ import torch
 import sapiens2_stream as s2
 from sapiens2_stream.cli import main
 from sapiens2_stream.deploy import parity
+from sapiens2_stream.deploy.formats import openvino_core
 from sapiens2_stream.deploy.graph import INPUT_NAME, output_names
 from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.humans.clips import fall, write_clip
@@ -68,9 +70,7 @@ def run_natively(fmt: str, folder, pixels: torch.Tensor, task: str) -> dict[str,
 
         session = onnxruntime.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
         return dict(zip(output_names(task), session.run(None, {INPUT_NAME: pixels.numpy()}), strict=True))
-    import openvino
-
-    compiled = openvino.Core().compile_model(str(folder / "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = openvino_core().compile_model(str(folder / "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     out = compiled(pixels.numpy())
     return {name: out[compiled.output(name)] for name in output_names(task)}
 
@@ -164,6 +164,54 @@ def test_flip_fused_in_the_graph_is_the_pipelines_flip(toy_exports, clip, tmp_pa
     assert np.median(np.linalg.norm(a - b, axis=-1)) <= parity.FP32["keypoint_px_median"]
     with pytest.raises(Sapiens2StreamError, match="flip TTA inside its graph"):
         stream(clip, tmp_path, {"pose": {"source": str(tmp_path / "fused"), "runtime": "onnxruntime"}}, "off")
+
+
+SIGNAL_STACK = """
+import ctypes, gc, signal, subprocess, sys
+from pathlib import Path
+
+import torch
+
+from sapiens2_stream.deploy.formats import load_runner
+
+
+class Stack(ctypes.Structure):
+    _fields_ = [("sp", ctypes.c_void_p), ("flags", ctypes.c_int), ("size", ctypes.c_size_t)]
+
+
+def signal_stack_is_mapped() -> bool:
+    stack = Stack()
+    ctypes.CDLL(None).sigaltstack(None, ctypes.byref(stack))
+    if not stack.sp or stack.flags & 2:  # none, or disabled: nothing to land in
+        return True
+    spans = (line.split()[0].split("-") for line in open("/proc/self/maps"))
+    return any(int(a, 16) <= stack.sp < int(b, 16) for a, b in spans)
+
+
+signal.signal(signal.SIGCHLD, lambda *_: None)  # as torch's DataLoader leaves it: each child's end is handled
+first = load_runner("openvino", Path(sys.argv[1]), "pose", "fp32", torch.device("cpu"))
+second = load_runner("openvino", Path(sys.argv[2]), "seg", "fp32", torch.device("cpu"))
+del first  # the first made goes first
+gc.collect()
+del second
+gc.collect()
+print("mapped" if signal_stack_is_mapped() else "dangling", flush=True)
+for _ in range(3):
+    subprocess.run(["true"], check=True)  # a SIGCHLD handled on the thread's signal stack
+print("survived")
+"""
+
+
+def test_openvino_runners_dropped_in_any_order_leave_a_signal_stack_that_works(toy_exports, tmp_path):
+    """Two exports loaded and dropped first-in first-out (the pipeline's models at the end of a run), then child
+    processes ending with a SIGCHLD handler installed: the process lives. With a Core per export, OpenVINO's CPU
+    plugin left the thread's signal stack in freed memory and the first SIGCHLD was a SIGSEGV."""
+    script = tmp_path / "signal_stack.py"
+    script.write_text(SIGNAL_STACK)
+    folders = [str(toy_exports[task, "openvino"]) for task in ("pose", "seg")]
+    run = subprocess.run([sys.executable, str(script), *folders], capture_output=True, text=True, timeout=300)
+    said = (run.returncode, run.stdout, run.stderr[-2000:])
+    assert run.returncode == 0 and run.stdout.split() == ["mapped", "survived"], said
 
 
 def refused(clip, tmp_path, folder, task="pose", runtime="onnxruntime", **more) -> str:

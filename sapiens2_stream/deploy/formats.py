@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import warnings
 from collections.abc import Callable
@@ -102,9 +103,20 @@ def write_openvino(
     ov.save_model(model, str(path), compress_to_fp16=False)
 
 
+@functools.cache
+def openvino_core():
+    """The process's one OpenVINO `Core`, never destroyed.
+
+    Each Core's CPU plugin swaps the calling thread's signal stack (`sigaltstack`, room for AMX state) for one of
+    its own and puts back the one it found when the Core goes. Two Cores that go in the order they came leave the
+    thread's signal stack in freed memory, and the next signal handled there (a child process ending, with a
+    SIGCHLD handler installed as torch's DataLoader does) kills the process with SIGSEGV: seen as a test worker
+    dying, after keypoints read from garbage. One Core swaps once and stays."""
+    return need("openvino").Core()
+
+
 def cpu_has_bf16() -> bool:
-    ov = need("openvino")
-    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    return "BF16" in openvino_core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
 def write_tensorrt(onnx_path: Path, path: Path) -> dict:
@@ -154,9 +166,8 @@ def load_runner(fmt: str, folder: Path, task: str, precision: str, device: torch
 
         return run_onnx
     if fmt == "openvino":
-        ov = need("openvino")
         hint = "bf16" if precision == "bf16" else "f32"
-        compiled = ov.Core().compile_model(str(folder / "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": hint})
+        compiled = openvino_core().compile_model(str(folder / "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": hint})
 
         def run_openvino(pixels: torch.Tensor) -> dict[str, torch.Tensor]:
             out = compiled(pixels.detach().float().cpu().numpy())
