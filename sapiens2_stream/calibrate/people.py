@@ -3,11 +3,16 @@
 Each camera's 2-D keypoints of the person (an earlier run's `results.jsonl`, frame by frame) are the
 correspondences: the same body point at the same moment seen by two cameras. With the intrinsics known:
 
-1. The two cameras that share the most confident keypoints: their relative pose from the essential matrix (RANSAC,
-   so wrong keypoints and occlusions are outvoted), the shared keypoints triangulated.
+1. The two cameras that share the most confident keypoints: their relative pose from the essential matrix
+   (MAGSAC++, so wrong keypoints and occlusions are outvoted), the shared keypoints triangulated.
 2. Every other camera placed by those points (PnP, RANSAC), more points triangulated as cameras join.
-3. One bundle adjustment over every camera's pose and every point (robust, reprojection error in pixels), twice
-   more without the keypoints it cannot explain (over 4 px: a model's confusion, another person).
+3. One bundle adjustment over every camera's pose and every point (robust, reprojection error in pixels; each
+   bone's length held constant over the moments), twice more without the keypoints it cannot explain (over 4 px,
+   or over three times the camera's median error where its model is noisier: a model's confusion, another
+   person).
+   Steps 1-3 run from several starts (MAGSAC's widest noise 2, 4 and 8 px) and the rig whose median error over
+   every keypoint seen is smallest is kept: with a model's keypoints a few pixels off (a small person in the
+   picture), one start can settle on a rig 1 m from the truth that explains the keypoints it kept as well.
 4. Up and the floor: the feet rest on it (a plane fitted, robustly, through each moment's lowest foot keypoints, at
    the height of the feet that rest rather than those lifting, a sole's thickness below them), up is towards the
    eyes; where the feet went along a line (one walk across the room) the floor's roll about that line is the
@@ -29,18 +34,20 @@ from pathlib import Path
 import cv2
 import numpy as np
 from scipy.optimize import least_squares
-from scipy.sparse import lil_matrix
+from scipy.sparse import coo_matrix
 
 from ..errors import Sapiens2StreamError
-from ..threed.body import index
+from ..threed.body import BONES, index
 from ..threed.calibration import Camera
 
 MIN_SCORE = 0.5  # keypoints below this confidence are not used
 MAX_MOMENTS = 60  # moments used, evenly spread over the recording
 EYE_SHARE = 0.936  # adults' eye height over stature (anthropometric tables)
 SOLE_M = 0.025  # the heel and toe keypoints' height above the ground (the sole, the foot's roundness)
-RANSAC_PX = 2.0
-OUTLIER_PX = 4.0  # after the first adjustment, keypoints further than this from the solution are left out
+START_PX = (2.0, 4.0, 8.0)  # the starts tried; the one that explains the keypoints best is kept
+STRETCH_PX = 30.0  # a bone 10 % longer or shorter than its length weighs as 3 px off
+OUTLIER_PX = 4.0
+OUTLIER_SPREAD = 3.0  # after the first adjustment, keypoints further than this from the solution are left out
 
 
 @dataclass
@@ -102,27 +109,37 @@ def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[int, tup
     step = max(1, len(shared_any) // MAX_MOMENTS)
     use = shared_any[::step]
     obs: dict[str, dict[tuple[int, int], np.ndarray]] = {}
-    pixels: dict[str, dict[tuple[int, int], np.ndarray]] = {}
     for name in names:
-        obs[name], pixels[name] = {}, {}
+        obs[name] = {}
         for m in use:
             if m not in seen[name]:
                 continue
             kp, score = seen[name][m]
             good = np.flatnonzero(score >= MIN_SCORE)
-            norm = normalised(cams[name], kp[good])
-            for k, xy, px in zip(good, norm, kp[good], strict=True):
-                obs[name][(m, int(k))], pixels[name][(m, int(k))] = xy, px
+            for k, xy in zip(good, normalised(cams[name], kp[good]), strict=True):
+                obs[name][(m, int(k))] = xy
     pairs = sorted(((len(obs[a].keys() & obs[b].keys()), a, b) for i, a in enumerate(names) for b in names[i + 1:]),
                    reverse=True)  # fmt: skip
     if not pairs or pairs[0][0] < 30:
         raise Sapiens2StreamError("calibrate people: no two cameras saw the person at the same moments (30 "
                                   "keypoints shared at least)")  # fmt: skip
     _, a, b = pairs[0]
+    solved = [solve_rig(cams, obs, a, b, start_px) for start_px in START_PX]
+    poses, points, rms, _ = min(solved, key=lambda s: s[3])
+    return placed_in_world(cams, poses, points, rms, height_m, a, len(use))
+
+
+def solve_rig(cams: dict[str, Camera], obs: dict, a: str, b: str, start_px: float) -> tuple[dict, dict, dict, float]:
+    """(poses, points, each camera's RMS, the median error over every keypoint seen) from one start: the pair a, b
+    from the essential matrix (MAGSAC++ with `start_px` as its widest noise), the others by PnP, then the bundle
+    adjustment, twice more without the keypoints it cannot explain."""
+    names = list(cams)
     keys = sorted(obs[a].keys() & obs[b].keys())
     pa, pb = np.stack([obs[a][k] for k in keys]), np.stack([obs[b][k] for k in keys])
-    threshold = RANSAC_PX / float(cams[a].matrix[0, 0])
-    e, mask = cv2.findEssentialMat(pa, pb, np.eye(3), cv2.RANSAC, 0.999, threshold)
+    threshold = start_px / float(cams[a].matrix[0, 0])
+    e, mask = cv2.findEssentialMat(pa, pb, np.eye(3), cv2.USAC_MAGSAC, 0.999, threshold)
+    if e is None or e.shape != (3, 3):
+        return {}, {}, {}, np.inf
     _, r, t, mask = cv2.recoverPose(e, pa, pb, np.eye(3), mask=mask)
     poses = {a: np.hstack([np.eye(3), np.zeros((3, 1))]), b: np.hstack([r, t])}
     inliers = [k for k, ok in zip(keys, mask.ravel(), strict=True) if ok]
@@ -141,23 +158,36 @@ def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[int, tup
                 views = [n for n in poses if k in obs[n]]
                 if len(views) >= 2:
                     points[k] = triangulate([poses[n] for n in views], [obs[n][k] for n in views])
-    poses, points, rms = adjust(cams, obs, poses, points, a)
+    kept = obs
+    poses, points, rms = adjust(cams, kept, poses, points, a)
     for _ in range(2):  # keypoints the solved rig cannot explain (a model's confusion, a wrong person) go
-        obs = {n: {k: xy for k, xy in obs[n].items() if k not in points or fits(poses[n], points[k], xy,
-                                                                                cams[n])} for n in names}  # fmt: skip
-        points = {k: v for k, v in points.items() if sum(k in obs[n] for n in names) >= 2}
-        poses, points, rms = adjust(cams, obs, poses, points, a)
-    return placed_in_world(cams, poses, points, rms, height_m, a, len(use))
+        kept = {n: agreeing(kept[n], poses[n], points, cams[n]) for n in names}
+        points = {k: v for k, v in points.items() if sum(k in kept[n] for n in names) >= 2}
+        poses, points, rms = adjust(cams, kept, poses, points, a)
+    errors = [reprojection_px(poses[n], points[k], xy, cams[n]) for n in names for k, xy in obs[n].items()
+              if k in points]  # fmt: skip
+    return poses, points, rms, float(np.median(errors))
 
 
-def fits(pose: np.ndarray, point: np.ndarray, xy: np.ndarray, cam: Camera) -> bool:
-    """Whether a keypoint is within OUTLIER_PX of where the solved point projects."""
+def reprojection_px(pose: np.ndarray, point: np.ndarray, xy: np.ndarray, cam: Camera) -> float:
+    """How far (pixels) a keypoint lies from where the solved point projects (infinite behind the camera)."""
     p = pose[:, :3] @ point + pose[:, 3]
-    return p[2] > 0 and float(np.linalg.norm(p[:2] / p[2] - xy)) * float(cam.matrix[0, 0]) < OUTLIER_PX
+    return float(np.linalg.norm(p[:2] / p[2] - xy)) * float(cam.matrix[0, 0]) if p[2] > 0 else np.inf
+
+
+def agreeing(obs: dict, pose: np.ndarray, points: dict, cam: Camera) -> dict:
+    """One camera's keypoints that agree with the solved rig: within OUTLIER_PX, or within OUTLIER_SPREAD times
+    the camera's median error where its model's keypoints are noisier than that (a fixed bar would keep only the
+    keypoints that happen to agree with a wrong start, and the rig would settle where they put it)."""
+    errors = {k: reprojection_px(pose, points[k], xy, cam) for k, xy in obs.items() if k in points}
+    bar = max(OUTLIER_PX, OUTLIER_SPREAD * float(np.median(list(errors.values())))) if errors else OUTLIER_PX
+    return {k: xy for k, xy in obs.items() if errors.get(k, 0.0) < bar}
 
 
 def adjust(cams, obs, poses: dict, points: dict, fixed: str) -> tuple[dict, dict, dict]:
-    """Bundle adjustment: every camera but `fixed`, every point; residuals in pixels (normalised x focal), Huber."""
+    """Bundle adjustment: every camera but `fixed`, every point; residuals in pixels (normalised x focal), Huber.
+    With the bones' lengths held constant over the moments (each bone's length a free variable): a person's limbs
+    do not stretch, and a rig bent to fit a model's biased keypoints would stretch them as the person walks."""
     order = list(poses)
     moving = [n for n in order if n != fixed]
     keys = list(points)
@@ -168,6 +198,12 @@ def adjust(cams, obs, poses: dict, points: dict, fixed: str) -> tuple[dict, dict
     seen_xy = np.stack([r[2] for r in rows])
     focal = np.array([float(cams[n].matrix[0, 0]) for n in order])[row_cam, None]
     slot = {n: moving.index(n) for n in moving}
+    ids = index()
+    bone_ends = [(ids[a], ids[b]) for a, b in BONES]
+    links = [(where[(m, a)], where[(m, b)], i) for (m, a) in keys for i, (ea, b) in enumerate(bone_ends)
+             if ea == a and (m, b) in where]  # fmt: skip
+    link_a, link_b, link_bone = (np.array([x[j] for x in links], int) for j in range(3))
+    n_pose, n_points = 6 * len(moving), 3 * len(keys)
 
     def unpack(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rotations, translations = np.empty((len(order), 3, 3)), np.empty((len(order), 3))
@@ -177,27 +213,42 @@ def adjust(cams, obs, poses: dict, points: dict, fixed: str) -> tuple[dict, dict
             else:
                 j = 6 * slot[n]
                 rotations[i], translations[i] = cv2.Rodrigues(x[j: j + 3])[0], x[j + 3: j + 6]
-        return rotations, translations, x[6 * len(moving):].reshape(-1, 3)
+        return rotations, translations, x[n_pose: n_pose + n_points].reshape(-1, 3)
 
     def residuals(x):
         rotations, translations, pts = unpack(x)
         cam = np.einsum("rij,rj->ri", rotations[row_cam], pts[row_point]) + translations[row_cam]
-        return ((cam[:, :2] / cam[:, 2:3] - seen_xy) * focal).ravel()
+        seen = ((cam[:, :2] / cam[:, 2:3] - seen_xy) * focal).ravel()
+        lengths = x[n_pose + n_points:]
+        stretch = np.linalg.norm(pts[link_a] - pts[link_b], axis=1) / lengths[link_bone] - 1
+        return np.concatenate([seen, STRETCH_PX * stretch])
 
+    xyz = np.stack([points[k] for k in keys])
+    typical = np.array([np.median(np.linalg.norm(xyz[link_a[link_bone == i]] - xyz[link_b[link_bone == i]], axis=1))
+                        if np.any(link_bone == i) else 1.0 for i in range(len(bone_ends))])  # fmt: skip
     x0 = np.concatenate([*(np.concatenate([cv2.Rodrigues(poses[n][:, :3])[0].ravel(), poses[n][:, 3]])
-                           for n in moving), np.stack([points[k] for k in keys]).ravel()])  # fmt: skip
-    sparsity = lil_matrix((2 * len(rows), len(x0)), dtype=int)
-    for r, (c, k, _) in enumerate(rows):
-        if order[c] != fixed:
-            j = 6 * slot[order[c]]
-            sparsity[2 * r: 2 * r + 2, j: j + 6] = 1
-        col = 6 * len(moving) + 3 * k
-        sparsity[2 * r: 2 * r + 2, col: col + 3] = 1
+                           for n in moving), xyz.ravel(), typical])  # fmt: skip
+    # which variables each residual depends on: a keypoint's two on its camera's pose (none for the fixed one) and
+    # its point; a bone's stretch on its two points and its length
+    pose_col = np.array([6 * slot[n] if n != fixed else -1 for n in order])[row_cam]
+    seen_rows, seen_cols = [], []
+    for axis in range(2):
+        r = 2 * np.arange(len(rows)) + axis
+        moving_rows = pose_col >= 0
+        seen_rows += [np.repeat(r[moving_rows], 6), np.repeat(r, 3)]
+        seen_cols += [(pose_col[moving_rows, None] + np.arange(6)).ravel(),
+                      (n_pose + 3 * row_point[:, None] + np.arange(3)).ravel()]  # fmt: skip
+    r = 2 * len(rows) + np.arange(len(links))
+    bone_rows = [np.repeat(r, 3), np.repeat(r, 3), r]
+    bone_cols = [(n_pose + 3 * ends[:, None] + np.arange(3)).ravel() for ends in (link_a, link_b)]
+    bone_cols.append(n_pose + n_points + link_bone)
+    at_rows, at_cols = np.concatenate(seen_rows + bone_rows), np.concatenate(seen_cols + bone_cols)
+    sparsity = coo_matrix((np.ones(len(at_rows), int), (at_rows, at_cols)), shape=(2 * len(rows) + len(links), len(x0)))
     fit = least_squares(residuals, x0, jac_sparsity=sparsity, loss="huber", f_scale=2.0, x_scale="jac", ftol=1e-4,
                         max_nfev=100)  # fmt: skip
     rotations, translations, pts = unpack(fit.x)
     placed = {n: np.hstack([rotations[i], translations[i][:, None]]) for i, n in enumerate(order)}
-    err = np.sum(fit.fun.reshape(-1, 2) ** 2, axis=1)
+    err = np.sum(fit.fun[: 2 * len(rows)].reshape(-1, 2) ** 2, axis=1)
     rms = {n: float(np.sqrt(err[row_cam == i].mean())) for i, n in enumerate(order)}
     return placed, dict(zip(keys, pts, strict=True)), rms
 
