@@ -214,6 +214,23 @@ def _room(cam: Camera, room: Room, dirs: np.ndarray) -> tuple[np.ndarray, np.nda
     return t, colour, normal
 
 
+_BACKDROPS: dict[tuple, tuple] = {}  # (camera, room, supersample) -> _backdrop's arrays
+BACKDROPS_KEPT = 8
+
+
+def _backdrop(cam: Camera, room: Room, ss: int) -> tuple[np.ndarray, ...]:
+    """(camera-frame rays, world rays, and the empty room's depth, colour and normals): the same for every frame of
+    a camera that stays put, and two thirds of a frame's rendering, so made once per camera (a few kept)."""
+    key = (cam.rotation.tobytes(), cam.centre.tobytes(), cam.intrinsics.tobytes(), cam.width, cam.height, repr(room),
+           ss)  # fmt: skip
+    if key not in _BACKDROPS:
+        if len(_BACKDROPS) >= BACKDROPS_KEPT:
+            del _BACKDROPS[next(iter(_BACKDROPS))]
+        cam_dirs, dirs = _rays(cam, ss)
+        _BACKDROPS[key] = (cam_dirs, dirs, *_room(cam, room, dirs))
+    return _BACKDROPS[key]
+
+
 def _colours(look: Look, part: str, normal: np.ndarray, point: np.ndarray, j: dict) -> tuple[np.ndarray, np.ndarray]:
     """Base colours [N, 3] and class ids [N] of one capsule's pixels. The body's front shows, whichever way it
     turns: a face (eyes, a mouth) in front of the head and hair behind and on top, a light front and a dark back
@@ -256,10 +273,9 @@ def render(
     """The picture of `people` in `room` (default: a plain one) and its truth."""
     room = room or Room()
     ss = supersample
-    cam_dirs, dirs = _rays(cam, ss)
+    cam_dirs, dirs, t, colour, normal = _backdrop(cam, room, ss)
     hh, ww = dirs.shape[:2]
-    t, colour, normal = _room(cam, room, dirs)
-    t, colour, normal = t.ravel(), colour.reshape(-1, 3), normal.reshape(-1, 3)
+    t, colour, normal = t.ravel().copy(), colour.reshape(-1, 3).copy(), normal.reshape(-1, 3).copy()  # drawn on
     flat_dirs = dirs.reshape(-1, 3)
     owner = np.full(hh * ww, -1, np.int16)
     labels = np.zeros(hh * ww, np.uint8)
