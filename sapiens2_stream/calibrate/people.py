@@ -10,9 +10,10 @@ correspondences: the same body point at the same moment seen by two cameras. Wit
    bone's length held constant over the moments), twice more without the keypoints it cannot explain (over 4 px,
    or over three times the camera's median error where its model is noisier: a model's confusion, another
    person).
-   Steps 1-3 run from several starts (MAGSAC's widest noise 2, 4 and 8 px) and the rig whose median error over
-   every keypoint seen is smallest is kept: with a model's keypoints a few pixels off (a small person in the
-   picture), one start can settle on a rig 1 m from the truth that explains the keypoints it kept as well.
+   Steps 1-2 and the first adjustment run from several starts (MAGSAC's widest noise 2, 4 and 8 px) and the rig
+   whose median error over every keypoint seen is smallest goes on: with a model's keypoints a few pixels off (a
+   small person in the picture), one start can settle on a rig 1 m from the truth that explains the keypoints it
+   kept as well.
 4. Up and the floor: the feet rest on it (a plane fitted, robustly, through each moment's lowest foot keypoints, at
    the height of the feet that rest rather than those lifting, a sole's thickness below them), up is towards the
    eyes; where the feet went along a line (one walk across the room) the floor's roll about that line is the
@@ -124,22 +125,26 @@ def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[int, tup
         raise Sapiens2StreamError("calibrate people: no two cameras saw the person at the same moments (30 "
                                   "keypoints shared at least)")  # fmt: skip
     _, a, b = pairs[0]
-    solved = [solve_rig(cams, obs, a, b, start_px) for start_px in START_PX]
-    poses, points, rms, _ = min(solved, key=lambda s: s[3])
+    started = [start_rig(cams, obs, a, b, start_px) for start_px in START_PX]
+    poses, points = min(started, key=lambda s: s[2])[:2]
+    kept = obs
+    for _ in range(2):  # keypoints the solved rig cannot explain (a model's confusion, a wrong person) go
+        kept = {n: agreeing(kept[n], poses[n], points, cams[n]) for n in names}
+        points = {k: v for k, v in points.items() if sum(k in kept[n] for n in names) >= 2}
+        poses, points, rms = adjust(cams, kept, poses, points, a)
     return placed_in_world(cams, poses, points, rms, height_m, a, len(use))
 
 
-def solve_rig(cams: dict[str, Camera], obs: dict, a: str, b: str, start_px: float) -> tuple[dict, dict, dict, float]:
-    """(poses, points, each camera's RMS, the median error over every keypoint seen) from one start: the pair a, b
-    from the essential matrix (MAGSAC++ with `start_px` as its widest noise), the others by PnP, then the bundle
-    adjustment, twice more without the keypoints it cannot explain."""
+def start_rig(cams: dict[str, Camera], obs: dict, a: str, b: str, start_px: float) -> tuple[dict, dict, float]:
+    """(poses, points, the median error over every keypoint seen) from one start: the pair a, b from the essential
+    matrix (MAGSAC++ with `start_px` as its widest noise), the others by PnP, then one bundle adjustment."""
     names = list(cams)
     keys = sorted(obs[a].keys() & obs[b].keys())
     pa, pb = np.stack([obs[a][k] for k in keys]), np.stack([obs[b][k] for k in keys])
     threshold = start_px / float(cams[a].matrix[0, 0])
     e, mask = cv2.findEssentialMat(pa, pb, np.eye(3), cv2.USAC_MAGSAC, 0.999, threshold)
     if e is None or e.shape != (3, 3):
-        return {}, {}, {}, np.inf
+        return {}, {}, np.inf
     _, r, t, mask = cv2.recoverPose(e, pa, pb, np.eye(3), mask=mask)
     poses = {a: np.hstack([np.eye(3), np.zeros((3, 1))]), b: np.hstack([r, t])}
     inliers = [k for k, ok in zip(keys, mask.ravel(), strict=True) if ok]
@@ -158,15 +163,10 @@ def solve_rig(cams: dict[str, Camera], obs: dict, a: str, b: str, start_px: floa
                 views = [n for n in poses if k in obs[n]]
                 if len(views) >= 2:
                     points[k] = triangulate([poses[n] for n in views], [obs[n][k] for n in views])
-    kept = obs
-    poses, points, rms = adjust(cams, kept, poses, points, a)
-    for _ in range(2):  # keypoints the solved rig cannot explain (a model's confusion, a wrong person) go
-        kept = {n: agreeing(kept[n], poses[n], points, cams[n]) for n in names}
-        points = {k: v for k, v in points.items() if sum(k in kept[n] for n in names) >= 2}
-        poses, points, rms = adjust(cams, kept, poses, points, a)
+    poses, points, _ = adjust(cams, obs, poses, points, a)
     errors = [reprojection_px(poses[n], points[k], xy, cams[n]) for n in names for k, xy in obs[n].items()
               if k in points]  # fmt: skip
-    return poses, points, rms, float(np.median(errors))
+    return poses, points, float(np.median(errors))
 
 
 def reprojection_px(pose: np.ndarray, point: np.ndarray, xy: np.ndarray, cam: Camera) -> float:
