@@ -151,19 +151,18 @@ def test_dataset_is_coco_with_masks(tmp_path):
 
 
 def test_the_room_made_once_per_camera_draws_the_same_pictures():
-    """The rays and the empty room are kept per camera (two thirds of a frame's work): frames drawn with them kept
-    are those drawn from scratch, for two cameras taking turns, and the people drawn on one frame never show on the
-    next."""
-    from sapiens2_stream.humans import render as R
+    """A clip makes each camera's rays and empty room once (two thirds of a frame's work) and draws every frame on
+    them: the frames are those drawn from scratch, for two cameras taking turns, and the people drawn on one frame
+    never show on the next."""
+    from sapiens2_stream.humans.render import backdrop
 
     people = [Person(1, p, Look()) for p in poses()[:1]]
     cams = [camera(), look_at(W, H, (3.0, -5.0, 1.6), (0.0, 0.0, 0.9))]
-    kept = [render(c, people, ROOM) for c in cams * 2]
-    R._BACKDROPS.clear()
+    kept = [backdrop(c, ROOM) for c in cams]
+    drawn = [render(c, people, ROOM, behind=b) for c, b in zip(cams * 2, kept * 2, strict=True)]
     fresh = [render(c, people, ROOM) for c in cams]
-    for a, b in zip(kept, fresh * 2, strict=True):
+    for a, b in zip(drawn, fresh * 2, strict=True):
         assert np.array_equal(a.image, b.image) and np.array_equal(a.depth, b.depth)
         assert np.array_equal(a.labels, b.labels) and np.array_equal(a.normals, b.normals)
-    empty = render(cams[0], [], ROOM)  # after people were drawn with the kept room
-    R._BACKDROPS.clear()
+    empty = render(cams[0], [], ROOM, behind=kept[0])  # after people were drawn on the kept room
     assert np.array_equal(empty.image, render(cams[0], [], ROOM).image) and np.isfinite(empty.depth).all()

@@ -20,7 +20,7 @@ from ..io.pyav import av
 from ..models.metadata import pose_metadata, seg_metadata
 from .body import KEYPOINTS
 from .motions import Script, script
-from .render import Camera, Look, Person, Room, look_at, render
+from .render import Camera, Look, Person, Room, backdrop, look_at, render
 
 LINE_X = 0.5  # the scenes' line: down the middle of the picture
 
@@ -158,12 +158,13 @@ def mirrored(keypoints: np.ndarray, box: np.ndarray, width: int) -> tuple[np.nda
 def render_clip(scene: Scene, fps: int, size: tuple[int, int], mirror: bool = False):
     """Yield (picture, truth of the frame, the frame's View) for every frame."""
     cam = scene.camera_for(size)
+    behind = backdrop(cam, scene.room)  # the camera stays put: its rays and the empty room, made once
     swap = np.asarray(seg_metadata().flip_indices, np.uint8)
     rng = np.random.default_rng(0)
     for i in range(round(scene.seconds * fps)):
         t = i / fps
         people = [Person(pid, s.pose(t), look) for pid, s, look in scene.people]
-        view = render(cam, people, scene.room, rng=rng)
+        view = render(cam, people, scene.room, rng=rng, behind=behind)
         frame = []
         for p in view.people:
             kp, box = (p.keypoints, p.box) if not mirror else mirrored(p.keypoints, p.box, size[1])

@@ -214,21 +214,12 @@ def _room(cam: Camera, room: Room, dirs: np.ndarray) -> tuple[np.ndarray, np.nda
     return t, colour, normal
 
 
-_BACKDROPS: dict[tuple, tuple] = {}  # (camera, room, supersample) -> _backdrop's arrays
-BACKDROPS_KEPT = 8
-
-
-def _backdrop(cam: Camera, room: Room, ss: int) -> tuple[np.ndarray, ...]:
-    """(camera-frame rays, world rays, and the empty room's depth, colour and normals): the same for every frame of
-    a camera that stays put, and two thirds of a frame's rendering, so made once per camera (a few kept)."""
-    key = (cam.rotation.tobytes(), cam.centre.tobytes(), cam.intrinsics.tobytes(), cam.width, cam.height, repr(room),
-           ss)  # fmt: skip
-    if key not in _BACKDROPS:
-        if len(_BACKDROPS) >= BACKDROPS_KEPT:
-            del _BACKDROPS[next(iter(_BACKDROPS))]
-        cam_dirs, dirs = _rays(cam, ss)
-        _BACKDROPS[key] = (cam_dirs, dirs, *_room(cam, room, dirs))
-    return _BACKDROPS[key]
+def backdrop(cam: Camera, room: Room | None = None, supersample: int = 2) -> tuple[np.ndarray, ...]:
+    """What `render` draws the people on: the camera-frame and world rays and the empty room's depth, colour and
+    normals. The same for every frame of a camera that stays put and two thirds of a frame's work, so a clip makes
+    it once and hands it to `render`."""
+    cam_dirs, dirs = _rays(cam, supersample)
+    return (cam_dirs, dirs, *_room(cam, room or Room(), dirs))
 
 
 def _colours(look: Look, part: str, normal: np.ndarray, point: np.ndarray, j: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -269,11 +260,13 @@ def render(
     room: Room | None = None,
     supersample: int = 2,
     rng: np.random.Generator | None = None,
+    behind: tuple[np.ndarray, ...] | None = None,
 ) -> View:
-    """The picture of `people` in `room` (default: a plain one) and its truth."""
+    """The picture of `people` in `room` (default: a plain one) and its truth. `behind`: `backdrop(cam, room,
+    supersample)` made once for a camera that stays put (it is not changed)."""
     room = room or Room()
     ss = supersample
-    cam_dirs, dirs, t, colour, normal = _backdrop(cam, room, ss)
+    cam_dirs, dirs, t, colour, normal = behind or backdrop(cam, room, ss)
     hh, ww = dirs.shape[:2]
     t, colour, normal = t.ravel().copy(), colour.reshape(-1, 3).copy(), normal.reshape(-1, 3).copy()  # drawn on
     flat_dirs = dirs.reshape(-1, 3)
