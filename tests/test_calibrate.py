@@ -404,6 +404,7 @@ def test_cameras_are_placed_from_a_person_walking_past_them(tmp_path, capsys, ca
     ("apart", "calibrate people: no two cameras saw the person at the same moments"),
     ("several", "several people at once in 40 frames; give --track ID"),
     ("video", "camera cam1: "),
+    ("point", "calibrate people: cameras cam1 and cam2 share keypoints but no relative pose fits them"),
 ])  # fmt: skip
 def test_people_calibration_bad_input_is_one_line(tmp_path, capsys, case, said):
     from tests import scenes3d as S
@@ -416,6 +417,12 @@ def test_people_calibration_bad_input_is_one_line(tmp_path, capsys, case, said):
             lines = (tmp_path / cam.name / "results.jsonl").read_text().splitlines()
             shifted = [json.dumps({**json.loads(x), "frame": json.loads(x)["frame"] + 1000}) for x in lines]
             (tmp_path / cam.name / "results.jsonl").write_text("\n".join(shifted) + "\n")
+        if case == "point":  # every keypoint at one pixel: nothing to tell where the cameras are
+            lines = [json.loads(x) for x in (tmp_path / cam.name / "results.jsonl").read_text().splitlines()]
+            for record in lines:
+                for person in record["people"]:
+                    person["keypoints"] = [[100.0, 100.0]] * len(person["keypoints"])
+            (tmp_path / cam.name / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     if case == "video":
         (tmp_path / "walk.mp4").write_bytes(b"not really")
     write_calibration(tmp_path / "intrinsics.toml", truth)

@@ -47,8 +47,10 @@ EYE_SHARE = 0.936  # adults' eye height over stature (anthropometric tables)
 SOLE_M = 0.025  # the heel and toe keypoints' height above the ground (the sole, the foot's roundness)
 START_PX = (2.0, 4.0, 8.0)  # the starts tried; the one that explains the keypoints best is kept
 STRETCH_PX = 30.0  # a bone 10 % longer or shorter than its length weighs as 3 px off
+# after the first adjustment, keypoints further than this from the solution are left out: 4 px, or three times the
+# camera's median error where its model is noisier
 OUTLIER_PX = 4.0
-OUTLIER_SPREAD = 3.0  # after the first adjustment, keypoints further than this from the solution are left out
+OUTLIER_SPREAD = 3.0
 
 
 @dataclass
@@ -126,7 +128,10 @@ def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[int, tup
                                   "keypoints shared at least)")  # fmt: skip
     _, a, b = pairs[0]
     started = [start_rig(cams, obs, a, b, start_px) for start_px in START_PX]
-    poses, points = min(started, key=lambda s: s[2])[:2]
+    poses, points, error = min(started, key=lambda s: s[2])
+    if not np.isfinite(error):
+        raise Sapiens2StreamError(f"calibrate people: cameras {a} and {b} share keypoints but no relative pose "
+                                  "fits them (the person standing still, or seen from one place)")  # fmt: skip
     kept = obs
     for _ in range(2):  # keypoints the solved rig cannot explain (a model's confusion, a wrong person) go
         kept = {n: agreeing(kept[n], poses[n], points, cams[n]) for n in names}

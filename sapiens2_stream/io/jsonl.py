@@ -90,4 +90,3 @@ def read_records(path: Path) -> list[dict]:
 def source_folders(run: Path) -> list[Path]:
     """The folders of a run that hold a results.jsonl: the run's own (one source) or its sources' (several)."""
     return sorted(p.parent for p in [run / "results.jsonl", *run.glob("*/results.jsonl")] if p.exists())
-
