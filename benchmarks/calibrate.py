@@ -1,6 +1,7 @@
 """Calibration from people: `calibrate people` on four cameras' runs of a 60 s take (1800 frames each, the synthetic
-rig of tests/scenes3d.py, a person walking to and fro), against reading those four runs' results.jsonl (what any
-tool that uses them must do first).
+rig of tests/scenes3d.py, a person walking to and fro): reading, timing the cameras from the movement, matching
+the tracks and solving, against reading those four runs' results.jsonl (what any tool that uses them must do
+first).
 
 Run: `python -m benchmarks.calibrate`.
 """
@@ -15,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import print_table
-from sapiens2_stream.calibrate.people import calibrate_from_people, person_track
+from sapiens2_stream.calibrate.people import calibrate_from_people
+from sapiens2_stream.calibrate.sightings import sightings
 
 SECONDS, FPS = 60, 30
 
@@ -35,7 +37,7 @@ def write_runs(folder: Path) -> list:
                 pose = S.walking(min(leg, 2 - leg) * 5, yaw=-np.pi / 2 if leg < 1 else np.pi / 2)
                 kp, sc = S.seen_by(cam, [pose], rng)
                 person = {"track_id": 1, "keypoints": kp[0].round(2).tolist(), "keypoint_scores": sc[0].tolist()}
-                f.write(json.dumps({"frame": i, "people": [person]}) + "\n")
+                f.write(json.dumps({"frame": i, "pts": t, "people": [person]}) + "\n")
     return rig
 
 
@@ -52,8 +54,8 @@ def run() -> list[dict]:
         reading = time.perf_counter() - start
         cams = {c.name: Camera(c.name, c.size, c.matrix, c.distortions, np.zeros(3), np.zeros(3)) for c in rig}
         start = time.perf_counter()
-        seen = {c.name: person_track(folder / c.name, None) for c in rig}
-        calibrate_from_people(cams, seen, 1.727 / 0.936)
+        seen = sightings(cams, {c.name: folder / c.name for c in rig}, None, sync=True)
+        calibrate_from_people(cams, seen.seen, 1.727 / 0.936, seen.measured)
         ours = time.perf_counter() - start
     return [dict(name=f"calibrate people, 4 cameras x {SECONDS} s", ours_s=ours, baseline="reading the 4 runs",
                  baseline_s=reading, note=f"{ours:.1f} s for a {SECONDS} s take")]  # fmt: skip

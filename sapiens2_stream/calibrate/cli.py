@@ -33,7 +33,8 @@ def add_parser(sub, run_video: Callable[..., Path] | None = None) -> None:
     people = kinds.add_parser("people", help="where the cameras are, from a person walking through the room")
     people.add_argument("--camera", action="append", required=True, metavar="NAME=VIDEO|RUN_FOLDER",
                         help="a camera's video (run through --pipeline) or run (its output folder, results.jsonl "
-                             "with the pose model's keypoints); one take, frame n of each at one moment")  # fmt: skip
+                             "with the pose model's keypoints); one take: the first camera's clock and people are "
+                             "the reference")  # fmt: skip
     people.add_argument("--pipeline", metavar="YAML", help="the pose pipeline that runs the videos (its detector and "
                         "models.pose; a file detector without a path reads each video's own VIDEO.truth.json or "
                         "VIDEO.det.txt); their runs go to OUTPUT_runs/NAME/")
@@ -43,8 +44,11 @@ def add_parser(sub, run_video: Callable[..., Path] | None = None) -> None:
                                                                           "intrinsics (calibrate intrinsics)")
     people.add_argument("--height", required=True, type=float, metavar="METRES",
                         help="the person's standing height, floor to crown: the scale")
-    people.add_argument("--track", type=int, metavar="ID", help="the person, where several are seen (their track "
-                                                              "id, the same in every camera's run)")
+    people.add_argument("--track", type=int, metavar="ID", help="the person whose height is --height, where several "
+                        "are seen (their track id in the first camera's run; the others' tracks are matched)")
+    people.add_argument("--sync", choices=("motion", "none"), default="motion",
+                        help="each camera's time offset: found from the people's movement where it is clear (motion), "
+                             "or the clocks taken as they are (none); default %(default)s")  # fmt: skip
     people.add_argument("--output", required=True, metavar="FILE",
                         help="the Calib.toml to write (updated in place when it exists)")
     people.set_defaults(func=cmd_calibrate_people, run_video=run_video)
@@ -173,7 +177,8 @@ def cmd_calibrate_extrinsics(args: argparse.Namespace) -> int:
 def cmd_calibrate_people(args: argparse.Namespace) -> int:
     from ..threed.calibration import read_calibration
     from .outputs import report_paths, write_people
-    from .people import calibrate_from_people, person_track
+    from .people import calibrate_from_people
+    from .sightings import sightings
 
     if not 0.5 < args.height < 2.6:
         raise Sapiens2StreamError(f"--height {args.height}: a person's standing height in metres (e.g. 1.75)")
@@ -194,22 +199,25 @@ def cmd_calibrate_people(args: argparse.Namespace) -> int:
     if videos and not args.pipeline:
         raise Sapiens2StreamError(f"camera {next(iter(videos))}: a video needs --pipeline (a pose pipeline with a "
                                   "detector) to find the people in it")  # fmt: skip
-    seen = {}
+    runs = {}
     for name, folder in cameras.items():
-        path = Path(folder)
+        runs[name] = Path(folder)
         if name in videos:
-            runs = output.with_name(output.stem + "_runs")
-            path = args.run_video(folder, args.pipeline, runs / name, args.device, not args.no_progress)
-        seen[name] = person_track(path, args.track)
-        if not seen[name]:
-            raise Sapiens2StreamError(f"camera {name}: no person in {folder}"
-                                      + (f" with track {args.track}" if args.track is not None else ""))
-    placed = calibrate_from_people({n: known[n] for n in cameras}, seen, args.height)
-    report = write_people(output, placed, args.height)
+            into = output.with_name(output.stem + "_runs") / name
+            runs[name] = args.run_video(folder, args.pipeline, into, args.device, not args.no_progress)
+    cams = {n: known[n] for n in cameras}
+    seen = sightings(cams, runs, args.track, args.sync == "motion")
+    placed = calibrate_from_people(cams, seen.seen, args.height, seen.measured)
+    report = write_people(output, placed, args.height, seen.report())
     report_json, picture = report_paths(output, "rig")
     for name, cam in report["cameras"].items():
         x, y, z = cam["position_m"]
-        print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px")
+        timing = report["sync"][name]
+        print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px; offset "
+              f"{timing['offset_s']:+.3f} s ({timing['method']}); tracks {timing['tracks']}")  # fmt: skip
+        if timing["method"] == "clock":
+            print(f"note: camera {name}: no clear offset in the movement (confidence {timing['confidence']:.2f}); its "
+                  "clock taken as it is (a walk that turns and stops shows the offset)", file=sys.stderr)  # fmt: skip
     print(f"{report['points']} points over {report['moments']} moments; the floor fitted to "
           f"{report['floor_rms_m'] * 1000:.0f} mm RMS; eyes {report['eye_height_m']:.3f} m up")  # fmt: skip
     print(f"wrote {output}, {report_json.name}, {picture.name}", file=sys.stderr)

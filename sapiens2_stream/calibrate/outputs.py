@@ -140,13 +140,13 @@ def write_extrinsics(output: Path, placed: Placed, board: Board) -> dict:
     return report
 
 
-def write_people(output: Path, placed: PeoplePlaced, height_m: float) -> dict:
+def write_people(output: Path, placed: PeoplePlaced, height_m: float, sync: dict) -> dict:
     """Calib.toml (the cameras placed from people; other cameras of an existing file kept), its report and its
-    picture (the cameras from above over where the person walked)."""
+    picture (the cameras from above over where the people walked); `sync`: each camera's offset and tracks."""
     write_placed(output, placed.cameras, placed.rms_px)
     report = {"calibration": str(output), "from": "people", "height_m": height_m,
               "eye_height_m": round(placed.eye_height_m, 4), "floor_rms_m": round(placed.floor_rms_m, 4),
-              "points": placed.points, "moments": placed.moments, "cameras": {}}  # fmt: skip
+              "points": placed.points, "moments": placed.moments, "sync": sync, "cameras": {}}  # fmt: skip
     for cam in placed.cameras:
         report["cameras"][cam.name] = {"position_m": [round(float(v), 4) for v in cam.centre],
                                        "rms_px": round(placed.rms_px[cam.name], 4)}  # fmt: skip

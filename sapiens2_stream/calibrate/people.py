@@ -28,9 +28,7 @@ What is known about the result is measured: each camera's reprojection RMS, how 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -40,6 +38,7 @@ from scipy.sparse import coo_matrix
 from ..errors import Sapiens2StreamError
 from ..threed.body import BONES, index
 from ..threed.calibration import Camera
+from .sightings import Key
 
 MIN_SCORE = 0.5  # keypoints below this confidence are not used
 MAX_MOMENTS = 60  # moments used, evenly spread over the recording
@@ -68,28 +67,6 @@ class PeoplePlaced:
     footprints: np.ndarray
 
 
-def person_track(folder: Path, track: int | None) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """frame -> (keypoints [308, 2], scores [308]) of the one person of a run's results.jsonl (or of track `track`)."""
-    path = folder / "results.jsonl" if folder.is_dir() else folder
-    if not path.is_file():
-        raise Sapiens2StreamError(f"{folder}: no results.jsonl here (give a run's output folder)")
-    frames, several = {}, 0
-    with open(path) as f:
-        for line in f:
-            record = json.loads(line)
-            people = [p for p in record.get("people", []) if track is None or p.get("track_id") == track]
-            people = [p for p in people if p.get("keypoints") and p.get("keypoint_scores")]
-            several += len(people) > 1
-            if len(people) == 1:
-                p = people[0]
-                frames[int(record["frame"])] = (np.asarray(p["keypoints"], np.float64),
-                                                np.asarray(p["keypoint_scores"], np.float64))  # fmt: skip
-    if several > len(frames):
-        raise Sapiens2StreamError(f"{folder}: several people at once in {several} frames; give --track ID (the "
-                                  "person whose height is --height)")  # fmt: skip
-    return frames
-
-
 def normalised(cam: Camera, pixels: np.ndarray) -> np.ndarray:
     return cv2.undistortPoints(pixels.reshape(-1, 1, 2), cam.matrix, cam.distortions).reshape(-1, 2)
 
@@ -103,24 +80,24 @@ def triangulate(poses: list[np.ndarray], points: list[np.ndarray]) -> np.ndarray
     return v[:3] / v[3]
 
 
-def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[int, tuple]], height_m: float) -> PeoplePlaced:
-    """Place `cams` (intrinsics known) from the person each saw; `height_m` the person's standing height."""
+def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[Key, tuple]], height_m: float,
+                          measured: int) -> PeoplePlaced:  # fmt: skip
+    """Place `cams` (intrinsics known) from the people each saw (`Sightings.seen`: (frame, person) -> keypoints
+    and scores, on one clock); `height_m` the standing height of person `measured`."""
     names = list(cams)
-    shared_any = sorted(set().union(*(set(s) for s in seen.values())))
-    if not shared_any:
+    frames = sorted({frame for s in seen.values() for frame, _ in s})
+    if not frames:
         raise Sapiens2StreamError("calibrate people: no camera saw a person")
-    step = max(1, len(shared_any) // MAX_MOMENTS)
-    use = shared_any[::step]
-    obs: dict[str, dict[tuple[int, int], np.ndarray]] = {}
+    use = set(frames[:: max(1, len(frames) // MAX_MOMENTS)])
+    obs: dict[str, dict[tuple[Key, int], np.ndarray]] = {}
     for name in names:
         obs[name] = {}
-        for m in use:
-            if m not in seen[name]:
+        for sample, (kp, score) in seen[name].items():
+            if sample[0] not in use:
                 continue
-            kp, score = seen[name][m]
             good = np.flatnonzero(score >= MIN_SCORE)
             for k, xy in zip(good, normalised(cams[name], kp[good]), strict=True):
-                obs[name][(m, int(k))] = xy
+                obs[name][(sample, int(k))] = xy
     pairs = sorted(((len(obs[a].keys() & obs[b].keys()), a, b) for i, a in enumerate(names) for b in names[i + 1:]),
                    reverse=True)  # fmt: skip
     if not pairs or pairs[0][0] < 30:
@@ -137,7 +114,7 @@ def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[int, tup
         kept = {n: agreeing(kept[n], poses[n], points, cams[n]) for n in names}
         points = {k: v for k, v in points.items() if sum(k in kept[n] for n in names) >= 2}
         poses, points, rms = adjust(cams, kept, poses, points, a)
-    return placed_in_world(cams, poses, points, rms, height_m, a, len(use))
+    return placed_in_world(cams, poses, points, rms, height_m, measured, len(use))
 
 
 def start_rig(cams: dict[str, Camera], obs: dict, a: str, b: str, start_px: float) -> tuple[dict, dict, float]:
@@ -277,13 +254,14 @@ def fit_plane(points: np.ndarray, tolerance: float) -> tuple[np.ndarray, float]:
     return normal, float(normal @ centre)
 
 
-def placed_in_world(cams, poses, points, rms, height_m: float, first: str, moments: int) -> PeoplePlaced:
-    """The solved rig in the world: the floor from the feet, Z up, metres from the height, origin under the hips."""
+def placed_in_world(cams, poses, points, rms, height_m: float, measured: int, moments: int) -> PeoplePlaced:
+    """The solved rig in the world: the floor from everyone's feet, Z up, metres from person `measured`'s height,
+    origin under their hips."""
     ids = index()
     feet = [ids[n] for n in ("left_heel", "right_heel", "left_big_toe", "right_big_toe", "left_small_toe",
                              "right_small_toe")]  # fmt: skip
     eyes, hips = [ids["left_eye"], ids["right_eye"]], [ids["left_hip"], ids["right_hip"]]
-    by_moment: dict[int, dict[int, np.ndarray]] = {}
+    by_moment: dict[Key, dict[int, np.ndarray]] = {}  # (frame, person) -> keypoint -> point
     for (m, k), xyz in points.items():
         by_moment.setdefault(m, {})[k] = xyz
     ups = [np.mean([p[k] for k in eyes], 0) - np.mean([p[k] for k in feet if k in p], 0) for p in by_moment.values()
@@ -304,14 +282,17 @@ def placed_in_world(cams, poses, points, rms, height_m: float, first: str, momen
         normal = up - (up @ along) * along
         normal /= np.linalg.norm(normal)
     offset = float(np.percentile(np.stack(lowest) @ normal, 5))  # the feet that rest, not the ones lifting
-    eye_heights = [float(np.mean([p[k] for k in eyes], 0) @ normal - offset) for p in by_moment.values()
+    theirs = {m: p for m, p in by_moment.items() if m[1] == measured}  # the person whose height is known
+    eye_heights = [float(np.mean([p[k] for k in eyes], 0) @ normal - offset) for p in theirs.values()
                    if all(k in p for k in eyes)]  # fmt: skip
+    if not eye_heights:
+        raise Sapiens2StreamError("calibrate people: the measured person's eyes were never seen by two cameras")
     floor_residual = float(np.sqrt(np.mean([(v @ normal - offset) ** 2 for v in lowest])))
     eye_units = float(np.percentile(eye_heights, 90))  # upright: walking lowers the eyes between steps
     # eye height over the ground = eye height over the foot keypoints + the sole; in metres: EYE_SHARE * height
     scale = (EYE_SHARE * height_m - SOLE_M) / eye_units
-    first_moment = min(m for m, p in by_moment.items() if all(k in p for k in hips))
-    hip = np.mean([by_moment[first_moment][k] for k in hips], 0)
+    first_moment = min((m for m, p in theirs.items() if all(k in p for k in hips)), default=None)
+    hip = np.mean([theirs[first_moment][k] for k in hips] if first_moment is not None else lowest, 0)
     origin = hip - (hip @ normal - offset) * normal - SOLE_M / scale * normal  # on the ground under the hips
     z = normal
     x = np.array([0.0, 0.0, 1.0]) - (np.array([0.0, 0.0, 1.0]) @ z) * z  # the first camera's view, along the floor
