@@ -279,8 +279,11 @@ def test_the_real_stereo_pairs_agree_with_opencvs_stereo_calibration(tmp_path):
     baseline, theirs = np.linalg.norm(ours_t) / 0.025, np.linalg.norm(t) / 0.025  # in squares
     angle = np.degrees(np.arccos(np.clip((np.trace(relative @ r.T) - 1) / 2, -1, 1)))
     assert abs(baseline - theirs) / theirs < 0.01 and angle < 0.3, (baseline, theirs, angle)
-    check = json.loads((tmp_path / "Calib.report.json").read_text())["board_check"]
-    assert abs(check["spacing_error_pct"]) < 0.5 and check["flatness_rms_mm"] < 1.0
+    report = json.loads((tmp_path / "Calib.report.json").read_text())
+    for check in (report["board_check"], report["board_check_held_out"]):  # the held-out boards: never fitted
+        assert abs(check["spacing_error_pct"]) < 0.5 and check["flatness_rms_mm"] < 1.0, check
+    assert len(report["board_check_held_out"]["pictures"]) == 3  # 1, 5 and 9 of the 13 pairs seen
+    print("board check:", report["board_check"], "held out:", report["board_check_held_out"])
 
 
 def test_cameras_that_never_see_the_board_together_are_one_line(tmp_path, capsys):

@@ -162,11 +162,12 @@ def cmd_calibrate_extrinsics(args: argparse.Namespace) -> int:
     for name, cam in report["cameras"].items():
         x, y, z = cam["position_m"]
         print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px over {cam['views']} views")
-    check = report["board_check"]
-    if check:
-        print(f"board check: neighbouring corners {check['spacing_mean_mm']:.2f} ± {check['spacing_sd_mm']:.2f} mm "
-              f"apart (the square: {check['square_mm']:g} mm, {check['spacing_error_pct']:+.2f} %), flat to "
-              f"{check['flatness_rms_mm']:.2f} mm RMS")  # fmt: skip
+    for check, which in ((report["board_check"], "board check"), (report["board_check_held_out"], "held out")):
+        if check:
+            pictures = f" (pictures {', '.join(map(str, check['pictures']))})" if "pictures" in check else ""
+            print(f"{which}{pictures}: neighbouring corners {check['spacing_mean_mm']:.2f} ± "
+                  f"{check['spacing_sd_mm']:.2f} mm apart (the square: {check['square_mm']:g} mm, "
+                  f"{check['spacing_error_pct']:+.2f} %), flat to {check['flatness_rms_mm']:.2f} mm RMS")  # fmt: skip
     for name in placed.below_floor:
         print(f"warning: camera {name} is below the floor the board defines (--floor-from-board picks another "
               "picture)", file=sys.stderr)  # fmt: skip

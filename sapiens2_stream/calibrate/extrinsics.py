@@ -12,7 +12,8 @@ adjustment over every camera and every board view, the world's floor and origin 
    a camera solved below it is said in the report, never silently mirrored.
 
 What the result is worth is measured, not assumed: each camera's reprojection RMS, and the board triangulated from
-every moment two cameras saw, its neighbouring corners' spacing against the square and its flatness, in mm.
+every moment two cameras saw, its neighbouring corners' spacing against the square and its flatness, in mm; the
+same on moments held out of a second solve (`held_out_check`), which the rig has to predict.
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ from ..threed.calibration import Camera
 from .boards import Board
 from .views import View
 
+HOLD_OUT = 4  # the held-out board check leaves out every 4th moment two cameras shared
 WORLD_FROM_BOARD = np.diag([1.0, -1.0, -1.0])  # board x, y along its rows and columns, z into it -> world Z up
 
 
 @dataclass
 class Placed:
     """The solved rig: each camera (world -> camera, intrinsics as given), its reprojection RMS over the views used,
-    the moments used, the floor's moment, the board check (in mm) and the moments each camera saw."""
+    the moments used, the floor's moment, the board check (in mm), the moments each camera saw, the cameras below
+    the floor and the board check on held-out moments."""
 
     cameras: list[Camera]
     rms_px: dict[str, float]
@@ -45,6 +48,7 @@ class Placed:
     check: dict
     views: dict[str, list[int]]  # the moments each camera saw the board
     below_floor: list[str] = field(default_factory=list)
+    held_out: dict = field(default_factory=dict)
 
 
 def pose(rvec: np.ndarray, tvec: np.ndarray) -> np.ndarray:
@@ -203,12 +207,8 @@ def calibrate_extrinsics(cams: dict[str, Camera], found: dict[str, list[View]], 
     seen = {name: {m: board_pose(v, board, cams[name]) for m, v in views[name].items()} for name in cams}
     if len(cams) < 2:
         raise Sapiens2StreamError("calibrate extrinsics needs two or more cameras (--camera NAME=PATH, repeated)")
-    rig = initial_rig(seen)
-    moments = sorted({m for s in seen.values() for m in s})
-    boards = {}
-    for m in moments:  # the board in the first camera's frame, from every camera that saw it
-        boards[m] = mean_pose([np.linalg.inv(rig[n]) @ seen[n][m] for n in cams if m in seen[n]])
-    rig, boards, rms = bundle_adjust(cams, views, board, rig, boards)
+    rig, boards, rms = solve_rig(cams, views, seen, board)
+    moments = sorted(boards)
     counts = {m: sum(m in views[n] for n in cams) for m in moments}
     if floor is None:
         floor = max(moments, key=lambda m: (counts[m], -m))
@@ -226,4 +226,37 @@ def calibrate_extrinsics(cams: dict[str, Camera], found: dict[str, list[View]], 
         placed.append(Camera(name, cam.size, cam.matrix, cam.distortions, rvec, camera_from_world[:3, 3]))
     below = [c.name for c in placed if c.centre[2] < 0]
     check = board_check(placed, views, board)
-    return Placed(placed, rms, moments, floor, check, {n: sorted(v) for n, v in views.items()}, below)
+    held = held_out_check(cams, views, seen, board, [m for m in moments if counts[m] >= 2])
+    return Placed(placed, rms, moments, floor, check, {n: sorted(v) for n, v in views.items()}, below, held)
+
+
+def solve_rig(cams: dict[str, Camera], views: dict[str, dict[int, View]], seen: dict[str, dict[int, np.ndarray]],
+              board: Board) -> tuple[dict[str, np.ndarray], dict[int, np.ndarray], dict[str, float]]:  # fmt: skip
+    """Steps 2-3: each camera (first camera -> camera), each moment's board (in the first camera) and each camera's
+    RMS, from the views given."""
+    rig = initial_rig(seen)
+    boards = {}
+    for m in sorted({m for s in seen.values() for m in s}):  # the board in the first camera, from all that saw it
+        boards[m] = mean_pose([np.linalg.inv(rig[n]) @ seen[n][m] for n in cams if m in seen[n]])
+    return bundle_adjust(cams, views, board, rig, boards)
+
+
+def held_out_check(cams: dict[str, Camera], views: dict[str, dict[int, View]], seen: dict[str, dict[int, np.ndarray]],
+                   board: Board, shared: list[int]) -> dict:  # fmt: skip
+    """The board check on moments the calibration never saw: every HOLD_OUT-th moment two cameras shared is left
+    out, the rig solved again from the rest, and the left-out boards triangulated with it. A check on the moments
+    the rig was fitted to flatters it; these boards it has to predict. {} where too few moments are shared (fewer
+    than 2 * HOLD_OUT) or the rest no longer joins every camera."""
+    held = shared[1::HOLD_OUT]
+    if len(shared) < 2 * HOLD_OUT:
+        return {}
+    keep = {n: {m: v for m, v in views[n].items() if m not in held} for n in cams}
+    try:
+        rig, _, _ = solve_rig(cams, keep, {n: {m: p for m, p in seen[n].items() if m not in held} for n in cams},
+                              board)  # fmt: skip
+    except Sapiens2StreamError:
+        return {}
+    placed = [Camera(n, c.size, c.matrix, c.distortions, cv2.Rodrigues(rig[n][:3, :3])[0].ravel(), rig[n][:3, 3])
+              for n, c in cams.items()]  # fmt: skip
+    check = board_check(placed, {n: {m: views[n][m] for m in held if m in views[n]} for n in cams}, board)
+    return {**check, "pictures": held} if check else {}

@@ -128,7 +128,8 @@ def write_extrinsics(output: Path, placed: Placed, board: Board) -> dict:
     """Calib.toml (the cameras placed; other cameras of an existing file kept), its report and its picture."""
     write_placed(output, placed.cameras, placed.rms_px)
     report = {"board": board.describe(), "calibration": str(output), "floor_picture": placed.floor,
-              "pictures_used": placed.moments, "board_check": placed.check, "below_floor": placed.below_floor,
+              "pictures_used": placed.moments, "board_check": placed.check, "board_check_held_out": placed.held_out,
+              "below_floor": placed.below_floor,
               "cameras": {}}  # fmt: skip
     for cam in placed.cameras:
         report["cameras"][cam.name] = {"position_m": [round(float(v), 4) for v in cam.centre],
