@@ -260,6 +260,18 @@ def test_the_real_stereo_pairs_agree_with_opencvs_stereo_calibration(tmp_path):
     assert main(["calibrate", "extrinsics", "--corners", "9x6", "--square", "0.025", "--output", str(out),
                  "--camera", f"left={DATA}/left[0-9][0-9].jpg", "--camera", f"right={DATA}/right[0-9][0-9].jpg"]) == 0
     left, right = (read_calibration(out)[n] for n in ("left", "right"))
+    baseline, theirs, angle = against_stereo_calibrate(left, right)
+    assert abs(baseline - theirs) / theirs < 0.01 and angle < 0.3, (baseline, theirs, angle)
+    report = json.loads((tmp_path / "Calib.report.json").read_text())
+    for check in (report["board_check"], report["board_check_held_out"]):  # the held-out boards: never fitted
+        assert abs(check["spacing_error_pct"]) < 0.5 and check["flatness_rms_mm"] < 1.0, check
+    assert len(report["board_check_held_out"]["pictures"]) == 3  # 1, 5 and 9 of the 13 pairs seen
+    print("board check:", report["board_check"], "held out:", report["board_check_held_out"])
+
+
+def against_stereo_calibrate(left: Camera, right: Camera) -> tuple[float, float, float]:
+    """Our baseline and cv2.stereoCalibrate's (in squares) from OpenCV's stereo pairs with our intrinsics, and the
+    angle (degrees) between the two relative rotations."""
     objp = np.zeros((54, 3), np.float32)
     objp[:, :2] = np.mgrid[0:9, 0:6].T.reshape(-1, 2) * 0.025
     found = {}
@@ -276,14 +288,62 @@ def test_the_real_stereo_pairs_agree_with_opencvs_stereo_calibration(tmp_path):
     r_left, r_right = cv2.Rodrigues(left.rotation)[0], cv2.Rodrigues(right.rotation)[0]
     relative = r_right @ r_left.T
     ours_t = right.translation - relative @ left.translation
-    baseline, theirs = np.linalg.norm(ours_t) / 0.025, np.linalg.norm(t) / 0.025  # in squares
     angle = np.degrees(np.arccos(np.clip((np.trace(relative @ r.T) - 1) / 2, -1, 1)))
-    assert abs(baseline - theirs) / theirs < 0.01 and angle < 0.3, (baseline, theirs, angle)
-    report = json.loads((tmp_path / "Calib.report.json").read_text())
-    for check in (report["board_check"], report["board_check_held_out"]):  # the held-out boards: never fitted
-        assert abs(check["spacing_error_pct"]) < 0.5 and check["flatness_rms_mm"] < 1.0, check
-    assert len(report["board_check_held_out"]["pictures"]) == 3  # 1, 5 and 9 of the 13 pairs seen
-    print("board check:", report["board_check"], "held out:", report["board_check_held_out"])
+    return float(np.linalg.norm(ours_t) / 0.025), float(np.linalg.norm(t) / 0.025), float(angle)
+
+
+def board_video(path: Path, photos: list[Path], late: int, clap_s: float) -> None:
+    """OpenCV's photos as a 10 fps video, each held for 3 frames, the camera started `late` frames into the scene;
+    a soundtrack of quiet noise with one clap at the scene's `clap_s`."""
+    from fractions import Fraction
+
+    frames = [p for p in photos for _ in range(3)][late:]
+    rate, rng = 48000, np.random.default_rng(len(path.name))
+    t = np.arange(int(rate * len(frames) / 10)) / rate
+    clap = clap_s - late / 10
+    sound = 0.01 * rng.normal(size=t.size) + np.where((t >= clap) & (t < clap + 0.02), rng.normal(size=t.size), 0)
+    with av.open(str(path), "w") as container:
+        video, audio = container.add_stream("libx264", rate=10), container.add_stream("aac", rate=rate)
+        video.width, video.height, video.pix_fmt, video.options = 640, 480, "yuv420p", {"qp": "0"}
+        for photo in frames:
+            picture = cv2.cvtColor(cv2.imread(str(photo)), cv2.COLOR_BGR2RGB)
+            container.mux(video.encode(av.VideoFrame.from_ndarray(picture, format="rgb24")))
+        container.mux(video.encode())
+        for start in range(0, t.size, 1024):
+            chunk = av.AudioFrame.from_ndarray(sound[None, start:start + 1024].astype(np.float32), format="fltp",
+                                               layout="mono")  # fmt: skip
+            chunk.sample_rate, chunk.pts, chunk.time_base = rate, start, Fraction(1, rate)
+            container.mux(audio.encode(chunk))
+        container.mux(audio.encode(None))
+
+
+@needs_photos
+def test_board_videos_whose_clocks_differ_are_put_in_step_by_their_soundtracks(tmp_path, capsys):
+    """The real stereo pairs as two videos, the right camera started 0.4 s (4 frames) late, a clap on both
+    soundtracks: the offset found from the clap puts the frames of one moment together, and the rig agrees with
+    cv2.stereoCalibrate as the photos do. Taken as started together (--sync none), the cameras pair boards of
+    different moments, the rig explains them ten times worse and a warning says so."""
+    intrinsics = tmp_path / "intrinsics.toml"
+    assert calibrate("--corners", "9x6", "--square", "0.025", "--camera", f"left={DATA}/left[0-9][0-9].jpg",
+                     "--camera", f"right={DATA}/right[0-9][0-9].jpg", "--output", str(intrinsics)) == 0  # fmt: skip
+    for name, late in (("left", 0), ("right", 4)):
+        board_video(tmp_path / f"{name}.mp4", sorted(DATA.glob(f"{name}[0-9][0-9].jpg")), late, clap_s=2.0)
+    rms = {}
+    for sync in ("auto", "none"):
+        out = tmp_path / f"{sync}.toml"
+        assert main(["calibrate", "extrinsics", "--corners", "9x6", "--square", "0.025", "--intrinsics",
+                     str(intrinsics), "--sync", sync, "--output", str(out), "--camera", f"left={tmp_path / 'left.mp4'}",
+                     "--camera", f"right={tmp_path / 'right.mp4'}"]) == 0  # fmt: skip
+        report = json.loads((tmp_path / f"{sync}.report.json").read_text())
+        rms[sync] = max(c["rms_px"] for c in report["cameras"].values())
+        if sync == "auto":
+            right = report["sync"]["right"]
+            assert right["method"] == "audio" and abs(right["offset_s"] - 0.4) < 0.01, right
+            baseline, theirs, angle = against_stereo_calibrate(*(read_calibration(out)[n] for n in ("left", "right")))
+            assert abs(baseline - theirs) / theirs < 0.01 and angle < 0.3, (baseline, theirs, angle)
+    assert rms["none"] > 10 * rms["auto"], rms
+    said = capsys.readouterr()
+    assert "offset +0.400 s (audio)" in said.out and "warning: camera right: RMS" in said.err
 
 
 def test_cameras_that_never_see_the_board_together_are_one_line(tmp_path, capsys):

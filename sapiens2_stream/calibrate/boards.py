@@ -20,6 +20,7 @@ from ..errors import Sapiens2StreamError
 # tried in turn: normalising the picture finds some boards and loses others
 SECTOR_FLAGS = (cv2.CALIB_CB_EXHAUSTIVE | cv2.CALIB_CB_ACCURACY,
                 cv2.CALIB_CB_EXHAUSTIVE | cv2.CALIB_CB_ACCURACY | cv2.CALIB_CB_NORMALIZE_IMAGE)  # fmt: skip
+GRID_SHARE = 0.4  # a detection whose corners stray this share of a square from the grid is a wrong one
 CLASSIC_FLAGS = cv2.CALIB_CB_ADAPTIVE_THRESH | cv2.CALIB_CB_NORMALIZE_IMAGE  # the older detector, last
 REFINE = ((5, 5), (-1, -1), (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 30, 1e-3))  # window, zero zone,
 # criteria: OpenCV's own regression calibration of its stereo set refines with a 5x5 window
@@ -74,16 +75,41 @@ class Board:
         corners = self._checkerboard(gray)
         if corners is None:
             return None
-        corners = cv2.cornerSubPix(gray, corners.astype(np.float32), *REFINE)
-        return Found(corners.reshape(-1, 2).astype(np.float64), np.arange(self.cols * self.rows))
+        corners = cv2.cornerSubPix(gray, corners.astype(np.float32), *REFINE).reshape(-1, 2).astype(np.float64)
+        return Found(self._first_square_light(gray, corners), np.arange(self.cols * self.rows))
 
     def _checkerboard(self, gray: np.ndarray) -> np.ndarray | None:
         for flags in SECTOR_FLAGS:
             ok, corners, _ = cv2.findChessboardCornersSBWithMeta(gray, (self.cols, self.rows), flags)
-            if ok:
+            if ok and self._on_grid(corners):
                 return corners
         ok, corners = cv2.findChessboardCorners(gray, (self.cols, self.rows), CLASSIC_FLAGS)
-        return corners if ok else None
+        return corners if ok and self._on_grid(corners) else None
+
+    def _on_grid(self, corners: np.ndarray) -> bool:
+        """Whether the corners lie on the board's grid seen in perspective: none further than GRID_SHARE of a square
+        from the homography through them all (a lens bends them by a tenth or two; the sector-based detector now
+        and then returns a board with one line of corners on the wrong line of squares, a whole square off)."""
+        grid = np.mgrid[0: self.cols, 0: self.rows].T.reshape(-1, 2).astype(np.float64)
+        seen = corners.reshape(-1, 2).astype(np.float64)
+        h, _ = cv2.findHomography(grid, seen, 0)
+        if h is None:
+            return False
+        square = np.median(np.linalg.norm(np.diff(seen.reshape(self.rows, self.cols, 2), axis=1), axis=2))
+        stray = np.linalg.norm(cv2.perspectiveTransform(grid[None], h)[0] - seen, axis=1)
+        return bool(stray.max() < GRID_SHARE * square)
+
+    def _first_square_light(self, gray: np.ndarray, corners: np.ndarray) -> np.ndarray:
+        """The corners in one order whichever detector found them: the first inner square light (the sector-based
+        detector's order; the classic one may start from the far corner, which would pair one camera's corner
+        with another's opposite one). A board that looks the same turned half round cannot say, and is left."""
+        grid = corners.reshape(self.rows, self.cols, 2)
+
+        def shade(row: int, col: int) -> float:
+            centre = grid[row: row + 2, col: col + 2].reshape(-1, 2).mean(0)
+            return float(cv2.getRectSubPix(gray, (5, 5), (float(centre[0]), float(centre[1]))).mean())
+
+        return corners[::-1].copy() if shade(0, 0) < shade(0, 1) else corners
 
     def _charuco(self):
         dictionary = cv2.aruco.getPredefinedDictionary(getattr(cv2.aruco, self.dictionary))

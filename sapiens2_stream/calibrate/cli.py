@@ -9,6 +9,8 @@ from pathlib import Path
 
 from ..errors import Sapiens2StreamError
 
+DISAGREE_PX = 5.0  # a camera whose boards reproject worse than this after the adjustment saw other moments
+
 
 def add_parser(sub, run_video: Callable[..., Path] | None = None) -> None:
     """`run_video(video, pipeline, folder, device, progress) -> folder`: a video through a pose pipeline into a run
@@ -29,6 +31,10 @@ def add_parser(sub, run_video: Callable[..., Path] | None = None) -> None:
     extrinsics.add_argument("--floor-from-board", type=int, metavar="N",
                             help="the picture (from 0) whose board lies on the floor: the world's origin, Z up "
                                  "(default: the first seen by the most cameras)")  # fmt: skip
+    extrinsics.add_argument("--sync", choices=("auto", "audio", "none"), default="auto",
+                            help="videos: each one's time offset from its soundtrack (a clap; auto: where every "
+                                 "video has a clear one), or the videos taken as started together (none); default "
+                                 "%(default)s")  # fmt: skip
     extrinsics.set_defaults(func=cmd_calibrate_extrinsics, max_views=10**6)
     people = kinds.add_parser("people", help="where the cameras are, from a person walking through the room")
     people.add_argument("--camera", action="append", required=True, metavar="NAME=VIDEO|RUN_FOLDER",
@@ -80,8 +86,9 @@ def camera_specs(given: list[str]) -> dict[str, str]:
     return cameras
 
 
-def board_and_views(args: argparse.Namespace) -> tuple:
-    """The board, each camera's views of it (name -> Views) and the output path, every bad part said in one line."""
+def board_and_views(args: argparse.Namespace, clocks: dict | None = None) -> tuple:
+    """The board, each camera's views of it (name -> Views; a video's at its `clocks` moments, when given) and the
+    output path, every bad part said in one line."""
     from .boards import board_from
     from .views import board_views
 
@@ -92,7 +99,7 @@ def board_and_views(args: argparse.Namespace) -> tuple:
         raise Sapiens2StreamError(f"--output {output}: a folder; give the Calib.toml file to write")
     seen = {}
     for name, spec in cameras.items():
-        views = board_views(spec, board, args.max_views)
+        views = board_views(spec, board, args.max_views, (clocks or {}).get(name))
         if not views.views:
             raise Sapiens2StreamError(f"camera {name}: {board.describe()} was not found in any of the "
                                       f"{views.looked_at} picture(s) of {spec} (check --corners: inner corners, "
@@ -142,7 +149,8 @@ def cmd_calibrate_extrinsics(args: argparse.Namespace) -> int:
                                   "looks the same turned half round, so cameras may disagree on its corners; use "
                                   "one with an odd number of squares one way and even the other (9x6 inner "
                                   "corners) or a ChArUco board")  # fmt: skip
-    _, seen, output = board_and_views(args)
+    clocks, offsets = video_clocks(camera_specs(args.camera), args.sync)
+    _, seen, output = board_and_views(args, clocks)
     if args.intrinsics:
         known = read_calibration(args.intrinsics)
         missing = [name for name in seen if name not in known]
@@ -157,22 +165,52 @@ def cmd_calibrate_extrinsics(args: argparse.Namespace) -> int:
                              np.zeros(3)) for name, (_, r) in solved.items()}  # fmt: skip
         found = {name: kept for name, (kept, _) in solved.items()}
     placed = calibrate_extrinsics(cams, found, board, args.floor_from_board)
-    report = write_extrinsics(output, placed, board)
+    report = write_extrinsics(output, placed, board, offsets)
     report_json, picture = report_paths(output, "rig")
     for name, cam in report["cameras"].items():
         x, y, z = cam["position_m"]
-        print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px over {cam['views']} views")
+        timing = f"; offset {offsets[name]['offset_s']:+.3f} s ({offsets[name]['method']})" if name in offsets else ""
+        print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px over {cam['views']} views"
+              + timing)
     for check, which in ((report["board_check"], "board check"), (report["board_check_held_out"], "held out")):
         if check:
             pictures = f" (pictures {', '.join(map(str, check['pictures']))})" if "pictures" in check else ""
             print(f"{which}{pictures}: neighbouring corners {check['spacing_mean_mm']:.2f} ± "
                   f"{check['spacing_sd_mm']:.2f} mm apart (the square: {check['square_mm']:g} mm, "
                   f"{check['spacing_error_pct']:+.2f} %), flat to {check['flatness_rms_mm']:.2f} mm RMS")  # fmt: skip
+    for name, cam in report["cameras"].items():
+        if cam["rms_px"] > DISAGREE_PX:
+            print(f"warning: camera {name}: RMS {cam['rms_px']:.1f} px, its boards disagree with the others' (are "
+                  "the n-th pictures one moment? videos: --sync)", file=sys.stderr)  # fmt: skip
     for name in placed.below_floor:
         print(f"warning: camera {name} is below the floor the board defines (--floor-from-board picks another "
               "picture)", file=sys.stderr)  # fmt: skip
     print(f"wrote {output}, {report_json.name}, {picture.name}", file=sys.stderr)
     return 0
+
+
+def video_clocks(cameras: dict[str, str], sync: str) -> tuple[dict, dict]:
+    """The shared moments of the cameras given as videos: name -> Clock (the first video's frames, each video moved
+    by its offset) and name -> its offset as a dict for the report; ({}, {}) without videos. Offsets from the
+    soundtracks (`sync` audio, or auto where every one is clear), otherwise none."""
+    from dataclasses import replace
+
+    from ..io.soundtracks import sound_offsets, soundtrack
+    from .views import IMAGE_SUFFIXES, video_clock
+
+    videos = {n: Path(s) for n, s in cameras.items() if Path(s).is_file() and Path(s).suffix.lower() not in
+              IMAGE_SUFFIXES}  # fmt: skip
+    if not videos:
+        return {}, {}
+    clock = video_clock(next(iter(videos.values())))
+    found = {}
+    if sync != "none":
+        try:
+            found = sound_offsets({n: soundtrack(path) for n, path in videos.items()}, 1 / clock.fps, sync)
+        except ValueError as e:
+            raise Sapiens2StreamError(f"--sync audio: {e}; use --sync none for videos started together") from None
+    offsets = {n: found[n].as_dict() if n in found else {"offset_s": 0.0, "method": "none"} for n in videos}
+    return {n: replace(clock, offset_s=offsets[n]["offset_s"]) for n in videos}, offsets
 
 
 def cmd_calibrate_people(args: argparse.Namespace) -> int:

@@ -31,6 +31,7 @@ from ..threed.calibration import Camera
 from .boards import Board
 from .views import View
 
+MAX_EVALUATIONS = 50  # a rig the boards agree on settles in a handful; boards of different moments paired never
 HOLD_OUT = 4  # the held-out board check leaves out every 4th moment two cameras shared
 WORLD_FROM_BOARD = np.diag([1.0, -1.0, -1.0])  # board x, y along its rows and columns, z into it -> world Z up
 
@@ -142,7 +143,7 @@ def bundle_adjust(cams: dict[str, Camera], views: dict[str, dict[int, View]], bo
         sparsity[start: start + n, col: col + 6] = 1
         start += n
     fit = least_squares(residuals, pack(rig, boards), jac_sparsity=sparsity, loss="huber", f_scale=1.0,
-                        x_scale="jac", method="trf")  # fmt: skip
+                        x_scale="jac", method="trf", max_nfev=MAX_EVALUATIONS)  # fmt: skip
     cams_x, boards_x = unpack(fit.x)
     solved_rig = {n: pose(c[:3], c[3:]) for n, c in zip(names, cams_x, strict=True)}
     solved_boards = {m: pose(b[:3], b[3:]) for m, b in zip(moments, boards_x, strict=True)}

@@ -124,13 +124,13 @@ def write_placed(output: Path, placed: list[Camera], rms_px: dict[str, float],
     write_calibration(output, list(cameras.values()), {n: round(v, 4) for n, v in rms_px.items()})
 
 
-def write_extrinsics(output: Path, placed: Placed, board: Board) -> dict:
-    """Calib.toml (the cameras placed; other cameras of an existing file kept), its report and its picture."""
+def write_extrinsics(output: Path, placed: Placed, board: Board, sync: dict) -> dict:
+    """Calib.toml (the cameras placed; other cameras of an existing file kept), its report and its picture; `sync`:
+    each video's offset."""
     write_placed(output, placed.cameras, placed.rms_px)
     report = {"board": board.describe(), "calibration": str(output), "floor_picture": placed.floor,
               "pictures_used": placed.moments, "board_check": placed.check, "board_check_held_out": placed.held_out,
-              "below_floor": placed.below_floor,
-              "cameras": {}}  # fmt: skip
+              "below_floor": placed.below_floor, "sync": sync, "cameras": {}}  # fmt: skip
     for cam in placed.cameras:
         report["cameras"][cam.name] = {"position_m": [round(float(v), 4) for v in cam.centre],
                                        "rms_px": round(placed.rms_px[cam.name], 4),

@@ -47,9 +47,36 @@ class Views:
     left_out: dict[str, str]
 
 
-def pictures(spec: str, candidates: int = 120) -> Iterator[tuple[str, int, np.ndarray]]:
+@dataclass(frozen=True)
+class Clock:
+    """Moments several cameras' videos share: a frame's moment is its time on the reference camera's clock (camera
+    time t is reference time t + offset_s) in the reference's frames, and only every `stride`-th moment is looked
+    at, the same ones in every camera."""
+
+    fps: float
+    stride: int
+    offset_s: float = 0.0
+
+    def moment(self, time_s: float) -> int | None:
+        k = round((time_s + self.offset_s) * self.fps)
+        return k if k % self.stride == 0 else None
+
+
+def video_clock(path: Path, candidates: int = 120) -> Clock:
+    """The clock a reference video gives the others: its frame rate, about `candidates` moments over its length."""
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            fps = float(stream.average_rate or stream.guessed_rate or 30)
+            frames = stream.frames or int((container.duration or 0) / 1_000_000 * fps)
+    except (av.FFmpegError, IndexError) as e:
+        raise Sapiens2StreamError(f"{path}: cannot read this video ({e})") from None
+    return Clock(fps, max(1, frames // candidates))
+
+
+def pictures(spec: str, candidates: int = 120, clock: Clock | None = None) -> Iterator[tuple[str, int, np.ndarray]]:
     """(label, moment, grey picture) of a camera's photos in name order, or of frames of its video (about
-    `candidates`, evenly spread)."""
+    `candidates`, evenly spread; or, with a `clock`, the frames at its moments)."""
     path = Path(spec)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
@@ -58,7 +85,7 @@ def pictures(spec: str, candidates: int = 120) -> Iterator[tuple[str, int, np.nd
     elif path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES:
         files = [path]
     elif path.is_file():
-        yield from video_frames(path, candidates)
+        yield from video_frames(path, candidates, clock)
         return
     else:
         raise Sapiens2StreamError(f"{spec}: no such file, folder or glob")
@@ -71,7 +98,7 @@ def pictures(spec: str, candidates: int = 120) -> Iterator[tuple[str, int, np.nd
         yield file.name, moment, grey
 
 
-def video_frames(path: Path, candidates: int) -> Iterator[tuple[str, int, np.ndarray]]:
+def video_frames(path: Path, candidates: int, clock: Clock | None = None) -> Iterator[tuple[str, int, np.ndarray]]:
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
@@ -80,8 +107,9 @@ def video_frames(path: Path, candidates: int) -> Iterator[tuple[str, int, np.nda
             stream.thread_type = "AUTO"
             stride = max(1, (stream.frames or candidates) // candidates)
             for index, frame in enumerate(container.decode(stream)):
-                if index % stride == 0:
-                    yield f"frame {index}", index, frame.to_ndarray(format="gray")
+                moment = (index if index % stride == 0 else None) if clock is None else clock.moment(frame.time or 0)
+                if moment is not None:
+                    yield f"frame {index}", moment, frame.to_ndarray(format="gray")
     except av.FFmpegError as e:
         raise Sapiens2StreamError(f"{path}: cannot read this video ({e})") from None
 
@@ -94,11 +122,11 @@ def sharpness(grey: np.ndarray, corners: np.ndarray) -> float:
     return float(cv2.Laplacian(patch, cv2.CV_64F).var()) if patch.size else 0.0
 
 
-def board_views(spec: str, board: Board, max_views: int = 40) -> Views:
+def board_views(spec: str, board: Board, max_views: int = 40, clock: Clock | None = None) -> Views:
     """The camera's usable views of `board` from `spec`: every photo where the board is found; from a video, the
-    sharp frames, thinned to `max_views` views far apart."""
+    sharp frames (at `clock`'s moments when given), thinned to `max_views` views far apart."""
     found, missed, size, looked_at, video = [], [], None, 0, False
-    for label, moment, grey in pictures(spec):
+    for label, moment, grey in pictures(spec, clock=clock):
         video = video or label.startswith("frame ")
         looked_at += 1
         shape = (grey.shape[1], grey.shape[0])

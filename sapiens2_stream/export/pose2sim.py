@@ -27,11 +27,11 @@ import numpy as np
 
 from ..errors import Sapiens2StreamError
 from ..io.jsonl import parse_lines
+from ..io.soundtracks import sound_offsets, soundtrack
 from ..models.metadata import NUM_KEYPOINTS
 from ..threed.calibration import Camera, read_calibration, write_calibration
 from ..threed.motion_sync import BODY, Offset, Track2D, motion_offsets
 from .skeletons import SKELETONS, Layout, layout
-from .sync import sound_offsets, soundtrack
 
 STALE = ("pose", "pose-sync", "pose-associated")  # what Pose2Sim would read instead of a fresh pose/
 

@@ -26,9 +26,9 @@ import numpy as np
 
 from ..config import DEFAULT_FPS
 from ..errors import Sapiens2StreamError
-from ..export.sync import sound_offsets, soundtrack
 from ..io.options import SourceConfig
 from ..io.sink import best_keypoints
+from ..io.soundtracks import sound_offsets, soundtrack
 from ..io.sources import LIVE_KINDS, source_kind
 from ..threed import Triangulator
 from ..threed.calibration import read_calibration

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.pyav import av
 from ..threed.motion_sync import Offset
+from .pyav import av
 
 AUDIO_RATE = 8000
 AUDIO_CONFIDENCE = 0.5  # `auto` takes the soundtracks only when every camera's onset is at least this clear
