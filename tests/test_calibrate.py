@@ -292,23 +292,26 @@ def against_stereo_calibrate(left: Camera, right: Camera) -> tuple[float, float,
     return float(np.linalg.norm(ours_t) / 0.025), float(np.linalg.norm(t) / 0.025), float(angle)
 
 
-def board_video(path: Path, photos: list[Path], late: int, clap_s: float) -> None:
+def board_video(path: Path, photos: list[Path], late: int, clap_s: float | None) -> None:
     """OpenCV's photos as a 10 fps video, each held for 3 frames, the camera started `late` frames into the scene;
-    a soundtrack of quiet noise with one clap at the scene's `clap_s`."""
+    a soundtrack of quiet noise with one clap at the scene's `clap_s` (none without one)."""
     from fractions import Fraction
 
     frames = [p for p in photos for _ in range(3)][late:]
     rate, rng = 48000, np.random.default_rng(len(path.name))
     t = np.arange(int(rate * len(frames) / 10)) / rate
-    clap = clap_s - late / 10
+    clap = (clap_s or 0) - late / 10
     sound = 0.01 * rng.normal(size=t.size) + np.where((t >= clap) & (t < clap + 0.02), rng.normal(size=t.size), 0)
     with av.open(str(path), "w") as container:
-        video, audio = container.add_stream("libx264", rate=10), container.add_stream("aac", rate=rate)
+        video = container.add_stream("libx264", rate=10)
+        audio = container.add_stream("aac", rate=rate) if clap_s is not None else None  # streams first, then data
         video.width, video.height, video.pix_fmt, video.options = 640, 480, "yuv420p", {"qp": "0"}
         for photo in frames:
             picture = cv2.cvtColor(cv2.imread(str(photo)), cv2.COLOR_BGR2RGB)
             container.mux(video.encode(av.VideoFrame.from_ndarray(picture, format="rgb24")))
         container.mux(video.encode())
+        if audio is None:
+            return
         for start in range(0, t.size, 1024):
             chunk = av.AudioFrame.from_ndarray(sound[None, start:start + 1024].astype(np.float32), format="fltp",
                                                layout="mono")  # fmt: skip
@@ -344,6 +347,19 @@ def test_board_videos_whose_clocks_differ_are_put_in_step_by_their_soundtracks(t
     assert rms["none"] > 10 * rms["auto"], rms
     said = capsys.readouterr()
     assert "offset +0.400 s (audio)" in said.out and "warning: camera right: RMS" in said.err
+
+
+@needs_photos
+def test_sync_audio_without_a_soundtrack_is_one_line(tmp_path, capsys):
+    board_video(tmp_path / "left.mp4", sorted(DATA.glob("left0[1-3].jpg")), 0, clap_s=None)
+    board_video(tmp_path / "right.mp4", sorted(DATA.glob("right0[1-3].jpg")), 0, clap_s=1.0)
+    out = tmp_path / "Calib.toml"
+    assert main(["calibrate", "extrinsics", "--corners", "9x6", "--square", "0.025", "--sync", "audio", "--output",
+                 str(out), "--camera", f"left={tmp_path / 'left.mp4'}", "--camera", f"right={tmp_path / 'right.mp4'}"]
+                ) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--sync audio: no soundtrack for left; use --sync none" in err[0], err
+    assert not out.exists()
 
 
 def test_cameras_that_never_see_the_board_together_are_one_line(tmp_path, capsys):
