@@ -156,6 +156,7 @@ def test_people_are_matched_across_cameras_whose_clocks_differ(tmp_path, capsys)
     ("several", "several people at once in 40 frames; give --track ID"),
     ("video", "camera cam1: "),
     ("point", "calibrate people: cameras cam1 and cam2 share keypoints but no relative pose fits them"),
+    ("no pts", "results.jsonl: not a run's results.jsonl (every line a frame with its pts and people)"),
 ])  # fmt: skip
 def test_people_calibration_bad_input_is_one_line(tmp_path, capsys, case, said):
     from tests import scenes3d as S
@@ -174,6 +175,8 @@ def test_people_calibration_bad_input_is_one_line(tmp_path, capsys, case, said):
                 for person in record["people"]:
                     person["keypoints"] = [[100.0, 100.0]] * len(person["keypoints"])
             (tmp_path / cam.name / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    if case == "no pts":  # a file of other records
+        (tmp_path / truth[1].name / "results.jsonl").write_text('{"frame": 0, "people": []}\n')
     if case == "video":
         (tmp_path / "walk.mp4").write_bytes(b"not really")
     write_calibration(tmp_path / "intrinsics.toml", truth)

@@ -62,6 +62,8 @@ def read_tracks(folder: Path) -> dict[int, Track2D]:
     if not path.is_file():
         raise Sapiens2StreamError(f"{folder}: no results.jsonl here (give a run's output folder)")
     records = parse_lines(path.read_bytes())[0]  # a run cut short may end in half a line
+    if not records or any("pts" not in r or "people" not in r for r in records):
+        raise Sapiens2StreamError(f"{path}: not a run's results.jsonl (every line a frame with its pts and people)")
     times = np.array([r["pts"] for r in records], np.float64)
     tracks: dict[int, Track2D] = {}
     for i, record in enumerate(records):
