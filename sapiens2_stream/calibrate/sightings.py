@@ -27,9 +27,8 @@ import numpy as np
 
 from ..errors import Sapiens2StreamError
 from ..io.jsonl import parse_lines
-from ..models.metadata import NUM_KEYPOINTS
 from ..threed.calibration import Camera
-from ..threed.motion_sync import BODY, MIN_SCORE, Offset, Track2D, epipolar_distance, motion_offset
+from ..threed.motion_sync import BODY, MIN_SCORE, Offset, Track2D, epipolar_distance, motion_offset, run_tracks
 
 MIN_FRAMES = 20  # a track seen in fewer frames is too short to match or to time
 SURE = 0.3  # an offset found with less confidence is not taken: the camera's clock is (see `Offset.confidence`)
@@ -64,19 +63,7 @@ def read_tracks(folder: Path) -> dict[int, Track2D]:
     records = parse_lines(path.read_bytes())[0]  # a run cut short may end in half a line
     if not records or any("pts" not in r or "people" not in r for r in records):
         raise Sapiens2StreamError(f"{path}: not a run's results.jsonl (every line a frame with its pts and people)")
-    times = np.array([r["pts"] for r in records], np.float64)
-    tracks: dict[int, Track2D] = {}
-    for i, record in enumerate(records):
-        for person in record.get("people", []):
-            if not person.get("keypoints") or not person.get("keypoint_scores"):
-                continue
-            track_id = int(person.get("track_id", 0))
-            if track_id not in tracks:
-                tracks[track_id] = Track2D(times, np.zeros((len(records), NUM_KEYPOINTS, 2)),
-                                           np.zeros((len(records), NUM_KEYPOINTS)))  # fmt: skip
-            track = tracks[track_id]
-            track.points[i], track.scores[i] = person["keypoints"], person["keypoint_scores"]
-    return tracks
+    return run_tracks(records)
 
 
 def seen_frames(track: Track2D) -> np.ndarray:
@@ -145,10 +132,12 @@ def match_camera(people: dict[int, Track2D], measured: int, tracks: dict[int, Tr
     bar = max(MATCH_PX, MATCH_SPREAD * float(offset.error))
     matches = {best: measured}
     for t, track in candidates.items():
+        if t == best:
+            continue
         errors = {}
         for p, person in people.items():
             pa, pb, moments = correspondences(person, track, offset.offset_s)
-            if t != best and moments >= MIN_FRAMES:
+            if moments >= MIN_FRAMES:
                 errors[p] = joint_error(known_a, known_b, pa, pb)
         if errors and min(errors.values()) <= bar:
             matches[t] = min(errors, key=errors.get)

@@ -21,6 +21,7 @@ import json
 import re
 import shutil
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -28,9 +29,8 @@ import numpy as np
 from ..errors import Sapiens2StreamError
 from ..io.jsonl import parse_lines
 from ..io.soundtracks import sound_offsets, soundtrack
-from ..models.metadata import NUM_KEYPOINTS
 from ..threed.calibration import Camera, read_calibration, write_calibration
-from ..threed.motion_sync import BODY, Offset, Track2D, motion_offsets
+from ..threed.motion_sync import BODY, Offset, Track2D, motion_offsets, run_tracks
 from .skeletons import SKELETONS, Layout, layout
 
 STALE = ("pose", "pose-sync", "pose-associated")  # what Pose2Sim would read instead of a fresh pose/
@@ -49,17 +49,15 @@ class CameraRun:
         return np.array([r["pts"] for r in self.records], np.float64)
 
     def track_ids(self) -> list[int]:
-        return sorted({p["track_id"] for r in self.records for p in r["people"] if p.get("keypoints") is not None})
+        return sorted(self.tracks)
 
     def track(self, track_id: int) -> Track2D:
         """The track's 308 keypoints over the run's frames (scores 0 where it is absent)."""
-        n = len(self.records)
-        points, scores = np.zeros((n, NUM_KEYPOINTS, 2)), np.zeros((n, NUM_KEYPOINTS))
-        for i, r in enumerate(self.records):
-            for p in r["people"]:
-                if p["track_id"] == track_id and p.get("keypoints") is not None:
-                    points[i], scores[i] = p["keypoints"], p["keypoint_scores"]
-        return Track2D(self.times, points, scores)
+        return self.tracks[track_id]
+
+    @cached_property
+    def tracks(self) -> dict[int, Track2D]:
+        return run_tracks(self.records)
 
     def main_person(self) -> Track2D:
         """Per frame, the person with the largest box: what synchronisation follows."""

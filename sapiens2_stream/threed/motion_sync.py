@@ -22,6 +22,7 @@ import cv2
 import numpy as np
 
 from ..config import DEFAULT_FPS
+from ..models.metadata import NUM_KEYPOINTS
 from .calibration import Camera
 
 BODY = (*range(21), 41, 62)  # Sapiens2 body and feet keypoints (wrists are 41 and 62): the points sync uses
@@ -55,6 +56,23 @@ class Track2D:
         points = np.where(exact[:, None, None], self.points[idx], (1 - w) * self.points[lo] + w * self.points[hi])
         between = np.where(inside[:, None], np.minimum(self.scores[lo], self.scores[hi]), 0.0)
         return points, np.where(exact[:, None], self.scores[idx], between)
+
+
+def run_tracks(records: list[dict]) -> dict[int, Track2D]:
+    """Every track of a run's records (results.jsonl lines, with `pts`) over the run's frame times, all 308
+    keypoints, scores 0 where the track is absent."""
+    times = np.array([r["pts"] for r in records], np.float64)
+    tracks: dict[int, Track2D] = {}
+    for i, record in enumerate(records):
+        for person in record.get("people", []):
+            if not person.get("keypoints") or not person.get("keypoint_scores"):
+                continue
+            track_id = int(person.get("track_id", 0))
+            if track_id not in tracks:
+                tracks[track_id] = Track2D(times, np.zeros((len(records), NUM_KEYPOINTS, 2)),
+                                           np.zeros((len(records), NUM_KEYPOINTS)))  # fmt: skip
+            tracks[track_id].points[i], tracks[track_id].scores[i] = person["keypoints"], person["keypoint_scores"]
+    return tracks
 
 
 @dataclass
