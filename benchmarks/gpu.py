@@ -36,9 +36,26 @@ def timed(fn, repeats: int) -> float:
 
 
 def forward_flops(model, x) -> int:
+    """FLOPs of one forward. The counter's attention formula wants as many key/value heads as query heads (it
+    asserts on CUDA's grouped-query path), and grouped-query attention does the same arithmetic per query head as
+    full attention, so the count runs with the key/value heads repeated."""
+    from unittest import mock
+
+    from torch.nn import functional as F
     from torch.utils.flop_counter import FlopCounterMode
 
-    with FlopCounterMode(display=False) as counter, torch.inference_mode():
+    plain = F.scaled_dot_product_attention
+
+    def repeated_heads(q, k, v, *args, enable_gqa: bool = False, **kwargs):
+        if enable_gqa:
+            k, v = (t.repeat_interleave(q.shape[-3] // t.shape[-3], dim=-3) for t in (k, v))
+        return plain(q, k, v, *args, **kwargs)
+
+    with (
+        mock.patch.object(F, "scaled_dot_product_attention", repeated_heads),
+        FlopCounterMode(display=False) as counter,
+        torch.inference_mode(),
+    ):
         model(x)
     return counter.get_total_flops()
 

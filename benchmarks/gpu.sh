@@ -3,7 +3,7 @@
 #   here first:  bash benchmarks/gpu_wheels.sh    (wheels the GPU machine lacks, into .whl/)
 #   there:       bash benchmarks/gpu.sh           (device run with carry [".whl"]; results in $OUT, else
 #                                                  benchmarks/results/)
-# In order, each in its own time box (about 11.5 minutes in all): the CUDA tests (tests/test_cuda.py, skipped on
+# In order, each in its own time box (about 9 minutes in all, inside one 10-minute device call): the CUDA tests (tests/test_cuda.py, skipped on
 # machines without a GPU), the model benchmark (benchmarks/gpu.py), then the live and multi-camera benchmarks
 # on the GPU, the fleet row (cameras per GPU at 10 results/s) and the TensorRT rows (benchmarks/runtimes.py; the
 # tensorrt package must be on that machine: it is too big to carry). A step that fails or runs out of time is
@@ -34,10 +34,14 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $out/NAM
     local rc=${PIPESTATUS[0]}
     echo "=== $name: exit $rc$([ "$rc" = 124 ] && echo ' (out of time)')"
 }
-step gpu_tests 150 python3 -m pytest -m cuda tests/test_cuda.py -p no:cacheprovider -rs
-step gpu_model 220 python3 -m benchmarks.gpu --json "$out/gpu.json"
-SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=8 step gpu_live 100 python3 -m benchmarks.live
-SAPIENS2_BENCH_DEVICE=cuda step gpu_multi 70 python3 -m benchmarks.multi_source
-SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=10 step gpu_fleet 60 python3 -m benchmarks.fleet
+step gpu_tests 120 python3 -m pytest -m cuda tests/test_cuda.py -p no:cacheprovider -rs
+step gpu_model 200 python3 -m benchmarks.gpu --batches 1,8 --json "$out/gpu.json"
+SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=8 step gpu_live 70 python3 -m benchmarks.live
+SAPIENS2_BENCH_DEVICE=cuda step gpu_multi 50 python3 -m benchmarks.multi_source
+if python3 -c "import ray" 2>/dev/null; then
+    SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=10 step gpu_fleet 30 python3 -m benchmarks.fleet
+else
+    echo "=== gpu_fleet: skipped: ray is not on this machine (its wheel is too big to carry)"
+fi
 # TensorRT engines (bf16, fp16; built there, each through its parity gate) against eager and compiled bf16
-step gpu_runtimes 120 python3 -m benchmarks.runtimes --device cuda --repeats 3 --json "$out/runtimes_gpu.json"
+step gpu_runtimes 90 python3 -m benchmarks.runtimes --device cuda --repeats 3 --json "$out/runtimes_gpu.json"

@@ -1,8 +1,11 @@
 """The inference engine's batch handling: out-of-memory splitting and bucket padding for compiled graphs."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import torch
 
+from sapiens2_stream.runtime.device import give_thread_cuda_graph_state
 from sapiens2_stream.runtime.engine import InferenceEngine
 from sapiens2_stream.runtime.results import Person
 
@@ -54,6 +57,8 @@ def test_compiled_bucketed_path_gives_the_same_outputs(tiny_dir):
     frame = Frame(0, 0.0, 0.0, np.random.default_rng(1).integers(0, 255, (120, 160, 3), dtype=np.uint8))
     people = lambda: [[Person(i, np.array([12.0 * i, 5, 40, 80]), 1.0) for i in range(5)]]  # noqa: E731
     assert_same_people(plain.run([frame], people())[0].people, compiled.run([frame], people())[0].people)
+    # A compiled graph keeps no rotary table: on CUDA a kept one is a graph output the next replay overwrites.
+    assert plain.models["pose"].backbone._rope_cache and not compiled.models["pose"].backbone._rope_cache
 
 
 class ReplayingModel:
@@ -99,3 +104,24 @@ def test_graph_outputs_survive_the_next_replay_in_split_and_chunked_batches(tiny
         assert_same_people(a.people, b.people)
         assert np.allclose(a.alpha, b.alpha, atol=1e-5) and np.allclose(a.foreground, b.foreground, atol=1e-5)
     assert not np.allclose(got[0].alpha, got[2].alpha)  # the frames differ, so a shared buffer would show
+
+
+def test_the_device_thread_gets_its_own_cuda_graph_state():
+    """pytorch#123177: before torch 2.12 a compiled CUDA-graph model failed an assertion on any thread but the one
+    that imported inductor, the engine's device thread included; the thread's initializer gives it that state."""
+    from torch._inductor import cudagraph_trees as trees
+
+    def state() -> dict:
+        present = hasattr(trees.local, "tree_manager_containers") or torch._C._is_key_in_tls("tree_manager_containers")
+        seen = {"present_before": present}
+        give_thread_cuda_graph_state()
+        seen["containers"] = torch._C._get_obj_in_tls("tree_manager_containers")
+        seen["same_as_local"] = seen["containers"] is trees.local.tree_manager_containers
+        seen["lock"] = trees.local.tree_manager_locks[0]
+        return seen
+
+    with ThreadPoolExecutor(max_workers=1) as fresh:
+        seen = fresh.submit(state).result()
+    assert not seen["present_before"]
+    assert seen["same_as_local"] and hasattr(seen["lock"], "acquire")
+    assert seen["containers"] is not trees.get_obj(trees.local, "tree_manager_containers")  # its own, not main's

@@ -137,10 +137,11 @@ class Backbone(nn.Module):
         """cos/sin tables for all tokens of an h x w grid; prefix rows are (1, 0) so they pass unrotated.
 
         Patch centres are normalised to (-1, 1) per axis from the real grid, so any resolution works.
-        Computed in fp32 once per grid, device and dtype.
+        Computed in fp32 once per grid, device and dtype. A compiled graph computes them inline instead: a table it
+        cached would be a CUDA-graph output, overwritten by the next replay while this cache still held it.
         """
         key = (h, w, device, dtype)
-        if key not in self._rope_cache:
+        if torch.compiler.is_compiling() or key not in self._rope_cache:
             hd = self.cfg.head_dim
             inv_freq = self.cfg.rope_theta ** (-torch.arange(0, hd // 4, device=device, dtype=torch.float32) * 4 / hd)
             ys = (torch.arange(h, device=device, dtype=torch.float32) + 0.5) * 2 / h - 1
@@ -152,6 +153,8 @@ class Backbone(nn.Module):
             prefix = self.num_prefix_tokens
             cos = torch.cat([torch.ones(prefix, hd, device=device), angles.cos()])
             sin = torch.cat([torch.zeros(prefix, hd, device=device), angles.sin()])
+            if torch.compiler.is_compiling():
+                return cos.to(dtype), sin.to(dtype)
             self._rope_cache[key] = (cos.to(dtype), sin.to(dtype))
         return self._rope_cache[key]
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -120,6 +122,23 @@ def compile_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
         model.decode_head.to(memory_format=torch.channels_last)
     mode = "reduce-overhead" if device.type == "cuda" else "default"
     return torch.compile(model, dynamic=False, mode=mode)
+
+
+def give_thread_cuda_graph_state() -> None:
+    """Let the calling thread capture and replay torch.compile's CUDA graphs ("reduce-overhead").
+
+    Before torch 2.12 the graph trees kept their per-thread state only on the thread that imported
+    torch._inductor (and threads autograd starts), so a compiled model called from the engine's device thread
+    failed an assertion (pytorch#123177; seen on an H200 with torch 2.11). This gives the thread its own state,
+    as later torch does by itself; there it is already present or made the same way, and nothing changes.
+    """
+    from torch._inductor import cudagraph_trees as trees
+
+    for name, empty in (("tree_manager_containers", dict), ("tree_manager_locks", lambda: defaultdict(threading.Lock))):
+        if hasattr(trees.local, name) or torch._C._is_key_in_tls(name):
+            continue
+        setattr(trees.local, name, empty())
+        torch._C._stash_obj_in_tls(name, getattr(trees.local, name))
 
 
 class DeviceTransfers:

@@ -16,7 +16,7 @@ from ..models import load_model, pipeline_tasks, task_spec
 from ..models.loading import locate_checkpoint
 from ..models.network import Sapiens2Network
 from ..processing import crop_persons, merge_flip, prepare_frames, with_flipped
-from .device import compile_model, pad_to_bucket, transfers_for
+from .device import compile_model, give_thread_cuda_graph_state, pad_to_bucket, transfers_for
 from .options import ModelSection
 from .results import FrameResult, Person
 
@@ -96,7 +96,8 @@ class InferenceEngine:
             if task_spec(task).fuse_flip and not compiled and predictor.in_channels < predictor.out_channels:
                 self.fused_flip.add(task)
         self.transfers = transfers_for(device, list(self.models))
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-device")
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-device",
+                                           initializer=give_thread_cuda_graph_state if device.type == "cuda" else None)
         self.events: list[str] = []
 
     def input_dtype(self, task: str) -> torch.dtype:
