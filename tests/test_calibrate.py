@@ -254,24 +254,33 @@ def test_a_rig_of_three_known_cameras_is_found_where_it_stands(tmp_path, capsys)
 
 @needs_photos
 def test_the_real_stereo_pairs_agree_with_opencvs_stereo_calibration(tmp_path):
-    """Baseline and relative rotation of the real pair against cv2.stereoCalibrate with the same intrinsics; the
-    board, triangulated from both cameras, has squares of 25 mm and is flat."""
+    """Intrinsics and extrinsics solved together: lenses, baseline and relative rotation of the real pair against
+    cv2.stereoCalibrate with its intrinsics free (started from OpenCV's plain calibrateCamera of each camera), and
+    the rig against it with the same intrinsics held; the board, triangulated from both cameras, has squares of
+    25 mm and is flat."""
     out = tmp_path / "Calib.toml"
     assert main(["calibrate", "extrinsics", "--corners", "9x6", "--square", "0.025", "--output", str(out),
                  "--camera", f"left={DATA}/left[0-9][0-9].jpg", "--camera", f"right={DATA}/right[0-9][0-9].jpg"]) == 0
     left, right = (read_calibration(out)[n] for n in ("left", "right"))
     baseline, theirs, angle = against_stereo_calibrate(left, right)
     assert abs(baseline - theirs) / theirs < 0.01 and angle < 0.3, (baseline, theirs, angle)
+    baseline, theirs, angle, lenses = against_stereo_calibrate(left, right, free=True)
+    assert abs(baseline - theirs) / theirs < 0.001 and angle < 0.05, (baseline, theirs, angle)
+    for cam, k in zip((left, right), lenses, strict=True):  # each lens refined by the other camera's boards too
+        assert np.abs(cam.matrix - k).max() < 0.05, (cam.name, cam.matrix, k)
     report = json.loads((tmp_path / "Calib.report.json").read_text())
+    assert report["intrinsics"] == "refined with the rig"
+    assert abs(report["cameras"]["left"]["fx"] - left.matrix[0, 0]) < 1e-3
     for check in (report["board_check"], report["board_check_held_out"]):  # the held-out boards: never fitted
         assert abs(check["spacing_error_pct"]) < 0.5 and check["flatness_rms_mm"] < 1.0, check
     assert len(report["board_check_held_out"]["pictures"]) == 3  # 1, 5 and 9 of the 13 pairs seen
     print("board check:", report["board_check"], "held out:", report["board_check_held_out"])
 
 
-def against_stereo_calibrate(left: Camera, right: Camera) -> tuple[float, float, float]:
-    """Our baseline and cv2.stereoCalibrate's (in squares) from OpenCV's stereo pairs with our intrinsics, and the
-    angle (degrees) between the two relative rotations."""
+def against_stereo_calibrate(left: Camera, right: Camera, free: bool = False) -> tuple:
+    """Our baseline and cv2.stereoCalibrate's (in squares) from OpenCV's stereo pairs, and the angle (degrees)
+    between the two relative rotations. With our intrinsics held; `free`: with its own, started from OpenCV's plain
+    calibrateCamera of each camera (k1 k2 p1 p2, our model on these photos), and returned too."""
     objp = np.zeros((54, 3), np.float32)
     objp[:, :2] = np.mgrid[0:9, 0:6].T.reshape(-1, 2) * 0.025
     found = {}
@@ -282,14 +291,22 @@ def against_stereo_calibrate(left: Camera, right: Camera) -> tuple[float, float,
             corners = cv2.cornerSubPix(grey, corners, (5, 5), (-1, -1),
                                        (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 30, 1e-3))  # fmt: skip
             found.setdefault(name, []).append(corners)
-    _, _, _, _, _, r, t, _, _ = cv2.stereoCalibrate(
-        [objp] * len(found["left"]), found["left"], found["right"], left.matrix, left.distortions, right.matrix,
-        right.distortions, (640, 480), flags=cv2.CALIB_FIX_INTRINSIC)  # fmt: skip
+    if free:
+        (_, k_left, d_left), (_, k_right, d_right) = (plain_opencv(f"{name}[0-9][0-9].jpg", 5, cv2.CALIB_FIX_K3)
+                                                      for name in ("left", "right"))  # fmt: skip
+        flags = cv2.CALIB_USE_INTRINSIC_GUESS | cv2.CALIB_FIX_K3
+    else:
+        k_left, d_left, k_right, d_right = left.matrix, left.distortions, right.matrix, right.distortions
+        flags = cv2.CALIB_FIX_INTRINSIC
+    _, k_left, _, k_right, _, r, t, _, _ = cv2.stereoCalibrate(
+        [objp] * len(found["left"]), found["left"], found["right"], k_left, d_left, k_right, d_right, (640, 480),
+        flags=flags, criteria=(cv2.TERM_CRITERIA_COUNT + cv2.TERM_CRITERIA_EPS, 200, 1e-9))  # fmt: skip
     r_left, r_right = cv2.Rodrigues(left.rotation)[0], cv2.Rodrigues(right.rotation)[0]
     relative = r_right @ r_left.T
     ours_t = right.translation - relative @ left.translation
     angle = np.degrees(np.arccos(np.clip((np.trace(relative @ r.T) - 1) / 2, -1, 1)))
-    return float(np.linalg.norm(ours_t) / 0.025), float(np.linalg.norm(t) / 0.025), float(angle)
+    measured = float(np.linalg.norm(ours_t) / 0.025), float(np.linalg.norm(t) / 0.025), float(angle)
+    return (*measured, (k_left, k_right)) if free else measured
 
 
 def board_video(path: Path, photos: list[Path], late: int, clap_s: float | None) -> None:

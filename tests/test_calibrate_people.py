@@ -215,7 +215,6 @@ def toy_mpjpe(runs: Path, cameras: list[Camera], to_true, walker, fps: int) -> f
     """The mean error (m) of the body keypoints live triangulation (`Triangulator`) puts in 3-D from the toy
     model's keypoints in each camera's run, with `cameras`, brought into the true world by `to_true`, against where
     the synthetic body's joints were."""
-    from sapiens2_stream.humans.body import joints
     from sapiens2_stream.threed import Triangulator
     from sapiens2_stream.threed.body import index
 
@@ -229,11 +228,45 @@ def toy_mpjpe(runs: Path, cameras: list[Camera], to_true, walker, fps: int) -> f
             people = [p for p in frames[i]["people"] if p.get("keypoints")]
             views[name] = (np.array([p["keypoints"] for p in people]).reshape(-1, len(ids), 2),
                            np.array([p["keypoint_scores"] for p in people]).reshape(-1, len(ids)))  # fmt: skip
-        truth = joints(walker.pose(i / fps))
-        for person in tri.update(i / fps, views):
-            placed = to_true(person.xyz)
-            errors += [np.linalg.norm(placed[ids[n]] - xyz) for n, xyz in truth.items()
-                       if n in ids and np.isfinite(placed[ids[n]]).all()]  # fmt: skip
+        errors += joint_errors([to_true(p.xyz) for p in tri.update(i / fps, views)], walker, i / fps)
+    return float(np.mean(errors))
+
+
+def joint_errors(people: list[np.ndarray], walker, t: float) -> list[float]:
+    """How far (m) each person's body keypoints [308, 3] (in the true world) are from where the synthetic body's
+    joints were at time `t`."""
+    from sapiens2_stream.humans.body import joints
+    from sapiens2_stream.threed.body import index
+
+    ids, truth = index(), joints(walker.pose(t))
+    return [float(np.linalg.norm(xyz[ids[n]] - at)) for xyz in people for n, at in truth.items()
+            if n in ids and np.isfinite(xyz[ids[n]]).all()]  # fmt: skip
+
+
+def live_mocap_mpjpe(tmp_path: Path, videos: dict[str, Path], calibration: Path, pose: dict, to_true,
+                     walker) -> float:  # fmt: skip
+    """`pipelines/live_mocap.yaml` run as it is, but on these videos (sources named like the cameras), their truth
+    as the detector, the toy pose model, `calibration`, every frame (`block`: files, not cameras) and no VMC
+    listener: the mean error (m) of the people it writes to 3d/keypoints_3d.jsonl, brought into the true world by
+    `to_true`."""
+    import yaml
+
+    from sapiens2_stream.runtime.pipeline_config import read_pipeline
+
+    data = read_pipeline(Path(__file__).parents[1] / "pipelines" / "live_mocap.yaml")
+    data["sources"] = [{"name": name, "uri": str(video)} for name, video in videos.items()]
+    data.update(detector={"type": "file"}, models={"pose": pose})
+    data["runtime"].update(policy="block", device="cpu")
+    data["threed"].update(calibration=str(calibration), vmc=[])
+    data["outputs"]["dir"] = str(tmp_path / "live_mocap")
+    (tmp_path / "live_mocap.yaml").write_text(yaml.safe_dump(data))
+    assert main(["run", str(tmp_path / "live_mocap.yaml"), "--no-progress"]) == 0
+    records = [json.loads(line) for line in (tmp_path / "live_mocap" / "3d" / "keypoints_3d.jsonl").open()]
+    assert len(records) == 90 and all(r["views"] == sorted(videos) for r in records)
+    errors = []
+    for r in records:
+        people = [np.array([[np.nan] * 3 if x is None else x for x in p["keypoints_3d"]]) for p in r["people"]]
+        errors += joint_errors([to_true(xyz) for xyz in people], walker, r["time"])
     return float(np.mean(errors))
 
 
@@ -245,8 +278,9 @@ def test_people_from_videos_runs_each_through_the_pose_pipeline(tmp_path, capsys
     scale are conventions; the scale itself is checked on clean keypoints above). Measured: 1.5 cm and 0.7 degrees
     where the toy model runs in bf16 (AMX), 4.4 cm and 2.0 degrees in fp32 (kernels held to AVX2); a wrong start
     stands 1 m and 13-24 degrees off. Live triangulation of the toy keypoints with the result is within 5 cm of
-    its MPJPE with the true cameras (139 mm, the toy model's own error: 141 mm in bf16, 171 mm in fp32). Bad
-    input: a video without --pipeline, a video that is not there."""
+    its MPJPE with the true cameras (139 mm, the toy model's own error: 141 mm in bf16, 171 mm in fp32), and so is
+    the whole of pipelines/live_mocap.yaml run on the three videos with it (148 mm in bf16). Bad input: a video
+    without --pipeline, a video that is not there."""
     import yaml
 
     from sapiens2_stream.humans.clips import Scene, write_clip
@@ -289,6 +323,18 @@ def test_people_from_videos_runs_each_through_the_pose_pipeline(tmp_path, capsys
     print(f"MPJPE through the toy model: {ours * 1000:.0f} mm with the calibration from people, "
           f"{theirs * 1000:.0f} mm with the true cameras")  # fmt: skip
     assert ours < theirs + 0.05, (ours, theirs)  # measured: +2 mm in bf16, +33 mm in fp32 (AVX2)
+    # and through the whole of pipelines/live_mocap.yaml with this calibration: decode, detect, pose, the moments
+    # gathered across cameras, triangulation, angles, keypoints_3d.jsonl
+    whole = live_mocap_mpjpe(tmp_path, {n: tmp_path / f"{n}.mp4" for n in names}, tmp_path / "Calib.toml",
+                             {"source": str(toy_model("pose"))}, to_true, walker[0][1])  # fmt: skip
+    print(f"MPJPE through pipelines/live_mocap.yaml: {whole * 1000:.0f} mm")
+    assert whole < theirs + 0.05, (whole, theirs)
+    # a multi-camera run's own folders calibrate too: its people give the rig it triangulated with
+    own = [f"--camera={n}={tmp_path / 'live_mocap' / n}" for n in names]
+    assert main([*common, *own, "--output", str(tmp_path / "Own.toml")]) == 0
+    centres, angles, _ = matched_rig_errors({n: (truth[n].rotation, truth[n].centre) for n in names},
+                                            read_calibration(tmp_path / "Own.toml"))  # fmt: skip
+    assert centres.max() < 0.05 and angles.max() < 3, (centres, angles)
     capsys.readouterr()
     missing = [f"--camera=left={tmp_path / 'none.mp4'}", videos[1], "--pipeline", str(pose)]
     for args, said in ((videos, "camera left: a video needs --pipeline"),

@@ -13,7 +13,7 @@ from sapiens2_stream.config import from_dict
 from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.runtime.pipeline import Pipeline, SourceFailed
-from sapiens2_stream.runtime.pipeline_config import PipelineConfig, load_config
+from sapiens2_stream.runtime.pipeline_config import PipelineConfig, config_from, load_config
 from tests.test_faults import cli, run_in_thread
 from tests.test_pipeline import assert_same_records, free_port, read_jsonl, start_rtsp_server
 
@@ -230,3 +230,30 @@ def test_each_source_resumes_from_its_own_record(tmp_path, tiny_dir, clips):
         records = read_jsonl(tmp_path / "out" / name / "results.jsonl")
         assert [r["frame"] for r in records] == list(range(total))
         assert len(video_times(tmp_path / "out" / name / "annotated.mp4")) == total
+
+
+def test_a_file_detector_without_a_path_reads_each_cameras_own_detections(tmp_path, tiny_dir, clips):
+    """`detector: {type: file}` with several videos: each reads the MOT det.txt beside it (one camera's boxes are
+    not another's); a video without one is a configuration error naming its source, before any frame."""
+    import shutil
+
+    own = {"a": [40, 40, 60, 150], "b": [180, 50, 60, 150]}
+    sources = []
+    for name, box in own.items():
+        video = tmp_path / f"{name}.mp4"
+        shutil.copy(clips[name], video)
+        video.with_suffix(".det.txt").write_text("".join(f"{i},-1,{','.join(map(str, box))},0.9\n"
+                                                         for i in range(1, 31)))  # fmt: skip
+        sources.append({"name": name, "uri": str(video)})
+    cfg = multi_config(tiny_dir, tmp_path / "out", sources, detector={"type": "file"})
+    assert not cfg.detector.path
+    Pipeline(cfg).run()
+    for name, box in own.items():
+        records = read_jsonl(tmp_path / "out" / name / "results.jsonl")
+        assert records and all(len(r["people"]) == 1 for r in records)
+        assert all(np.allclose(r["people"][0]["box"], box, atol=1) for r in records), name
+    shutil.copy(clips["c"], tmp_path / "c.mp4")
+    with pytest.raises(Sapiens2StreamError, match="source c: .*c.mp4: detector type file without a path reads the "
+                                                  "detections beside the video"):  # fmt: skip
+        config_from({"sources": [*sources, {"name": "c", "uri": str(tmp_path / "c.mp4")}], "detector": {"type": "file"},
+                     "models": {"pose": {"source": str(tiny_dir["pose"])}}})  # fmt: skip

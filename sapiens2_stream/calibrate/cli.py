@@ -27,7 +27,8 @@ def add_parser(sub, run_video: Callable[..., Path] | None = None) -> None:
                                                      "moments (the n-th picture of each camera)")  # fmt: skip
     add_board_options(extrinsics)
     extrinsics.add_argument("--intrinsics", metavar="FILE",
-                            help="a Calib.toml with the cameras' intrinsics (default: solved from the same views)")
+                            help="a Calib.toml with the cameras' intrinsics, held as they are (default: solved "
+                                 "from the same views and refined together with the rig)")
     extrinsics.add_argument("--floor-from-board", type=int, metavar="N",
                             help="the picture (from 0) whose board lies on the floor: the world's origin, Z up "
                                  "(default: the first seen by the most cameras)")  # fmt: skip
@@ -164,14 +165,14 @@ def cmd_calibrate_extrinsics(args: argparse.Namespace) -> int:
         cams = {name: Camera(name, (float(r.size[0]), float(r.size[1])), r.matrix, r.distortions, np.zeros(3),
                              np.zeros(3)) for name, (_, r) in solved.items()}  # fmt: skip
         found = {name: kept for name, (kept, _) in solved.items()}
-    placed = calibrate_extrinsics(cams, found, board, args.floor_from_board)
-    report = write_extrinsics(output, placed, board, offsets)
+    placed = calibrate_extrinsics(cams, found, board, args.floor_from_board, refine_intrinsics=not args.intrinsics)
+    report = write_extrinsics(output, placed, board, offsets, "given" if args.intrinsics else "refined with the rig")
     report_json, picture = report_paths(output, "rig")
     for name, cam in report["cameras"].items():
         x, y, z = cam["position_m"]
         timing = f"; offset {offsets[name]['offset_s']:+.3f} s ({offsets[name]['method']})" if name in offsets else ""
-        print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px over {cam['views']} views"
-              + timing)
+        print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px over {cam['views']} views; "
+              f"fx {cam['fx']:.1f}, fy {cam['fy']:.1f}, cx {cam['cx']:.1f}, cy {cam['cy']:.1f}" + timing)
     for check, which in ((report["board_check"], "board check"), (report["board_check_held_out"], "held out")):
         if check:
             pictures = f" (pictures {', '.join(map(str, check['pictures']))})" if "pictures" in check else ""

@@ -124,17 +124,21 @@ def write_placed(output: Path, placed: list[Camera], rms_px: dict[str, float],
     write_calibration(output, list(cameras.values()), {n: round(v, 4) for n, v in rms_px.items()})
 
 
-def write_extrinsics(output: Path, placed: Placed, board: Board, sync: dict) -> dict:
+def write_extrinsics(output: Path, placed: Placed, board: Board, sync: dict, intrinsics: str) -> dict:
     """Calib.toml (the cameras placed; other cameras of an existing file kept), its report and its picture; `sync`:
-    each video's offset."""
+    each video's offset; `intrinsics`: where the lenses came from ("given", "refined with the rig")."""
     write_placed(output, placed.cameras, placed.rms_px)
     report = {"board": board.describe(), "calibration": str(output), "floor_picture": placed.floor,
               "pictures_used": placed.moments, "board_check": placed.check, "board_check_held_out": placed.held_out,
-              "below_floor": placed.below_floor, "sync": sync, "cameras": {}}  # fmt: skip
+              "below_floor": placed.below_floor, "sync": sync, "intrinsics": intrinsics, "cameras": {}}  # fmt: skip
     for cam in placed.cameras:
+        k, lens = cam.matrix, np.ravel(cam.distortions)
         report["cameras"][cam.name] = {"position_m": [round(float(v), 4) for v in cam.centre],
                                        "rms_px": round(placed.rms_px[cam.name], 4),
-                                       "views": len(placed.views[cam.name])}  # fmt: skip
+                                       "views": len(placed.views[cam.name]),
+                                       "fx": round(float(k[0, 0]), 3), "fy": round(float(k[1, 1]), 3),
+                                       "cx": round(float(k[0, 2]), 3), "cy": round(float(k[1, 2]), 3),
+                                       "distortions": [round(float(d), 6) for d in lens]}  # fmt: skip
     report_json, picture = report_paths(output, "rig")
     report_json.write_text(json.dumps(report, indent=1, default=float) + "\n")
     top_view(picture, placed.cameras, placed.rms_px, board.corners()[:, :2] * [1, -1])  # the board: (x, -y)

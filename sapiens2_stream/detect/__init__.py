@@ -42,9 +42,11 @@ def _boxes_file(cfg: DetectorConfig, device: str) -> Detector:
 
 
 def _check_boxes_file(cfg: DetectorConfig) -> None:
+    """The file when one is named; without one, each source's own is checked with the sources (pipeline_config)."""
     from .boxes_file import read_boxes
 
-    read_boxes(cfg.path)
+    if cfg.path:
+        read_boxes(cfg.path)
 
 
 DETECTORS: dict[str, DetectorKind] = {kind.name: kind for kind in (
@@ -54,7 +56,8 @@ DETECTORS: dict[str, DetectorKind] = {kind.name: kind for kind in (
                  lambda cfg, device: FixedBoxes(np.asarray(cfg.boxes, dtype=np.float32))),
     DetectorKind("full_frame", "one box, the whole frame: crops of a single person, dense tasks only",
                  lambda cfg, device: FullFrame()),
-    DetectorKind("file", "the boxes of detector.path per frame: a synthetic clip's truth.json or a MOT det.txt",
+    DetectorKind("file", "the boxes of detector.path per frame (a synthetic clip's truth.json or a MOT det.txt); "
+                 "without a path, each video's own, beside it",
                  _boxes_file, _check_boxes_file),
 )}  # fmt: skip
 

@@ -13,9 +13,9 @@ class Detector:
     def detect(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError
 
-    def detect_frames(self, frames: Sequence) -> list[np.ndarray]:
+    def detect_frames(self, frames: Sequence, sources: Sequence[str] = ()) -> list[np.ndarray]:
         """Boxes for source frames (`io.sources.Frame`: their pictures, and their numbers for detectors that
-        need them)."""
+        need them); `sources`: each frame's source uri, for detectors that read each camera's own file."""
         return self.detect([f.rgb for f in frames])
 
 

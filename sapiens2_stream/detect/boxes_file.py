@@ -1,6 +1,8 @@
 """Detections read from a file instead of found: a synthetic clip's `.truth.json` (`sapiens2-stream synth clip`)
 or a MOTChallenge `det.txt` (`frame, id, x, y, w, h, score, ...`, frames from 1). For scoring everything after
-the detector against known boxes, and for runs on detections another tool made."""
+the detector against known boxes, and for runs on detections another tool made. Without `detector.path` each
+video's own file is read, the one beside it (`VIDEO.truth.json` or `VIDEO.det.txt`): several cameras, each with
+its own detections."""
 
 from __future__ import annotations
 
@@ -37,14 +39,35 @@ def read_boxes(path: str | Path) -> dict[int, np.ndarray]:
     return {i: np.array(r, np.float32).reshape(-1, 5) for i, r in rows.items()}
 
 
-class BoxesFile(Detector):
-    """The file's boxes for each frame, by the frame's index in its source."""
+def detections_beside(video: str) -> str:
+    """The detections file that belongs to a video: `VIDEO.truth.json` (a synthetic clip's) or `VIDEO.det.txt`."""
+    candidates = [Path(video).with_suffix(".truth.json"), Path(video).with_suffix(".det.txt")]
+    for path in candidates:
+        if path.is_file():
+            return str(path)
+    raise Sapiens2StreamError(f"{video}: detector type file without a path reads the detections beside the video "
+                              f"({' or '.join(p.name for p in candidates)}); neither is there")  # fmt: skip
 
-    def __init__(self, path: str | Path) -> None:
-        self.boxes = read_boxes(path)
+
+class BoxesFile(Detector):
+    """The file's boxes for each frame, by the frame's index in its source; without a path, each source's own file
+    (read the first time one of its frames comes)."""
+
+    def __init__(self, path: str | Path = "") -> None:
+        self.boxes = read_boxes(path) if path else None
+        self.beside: dict[str, dict[int, np.ndarray]] = {}  # a source's uri -> its own file's boxes
 
     def detect(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
         raise Sapiens2StreamError("detector type file needs frame numbers: call detect_frames")
 
-    def detect_frames(self, frames) -> list[np.ndarray]:
-        return [self.boxes.get(f.index, np.zeros((0, 5), np.float32)) for f in frames]
+    def detect_frames(self, frames, sources: Sequence[str] = ()) -> list[np.ndarray]:
+        out = []
+        for i, frame in enumerate(frames):
+            boxes = self.boxes
+            if boxes is None:
+                uri = sources[i]
+                if uri not in self.beside:
+                    self.beside[uri] = read_boxes(detections_beside(uri))
+                boxes = self.beside[uri]
+            out.append(boxes.get(frame.index, np.zeros((0, 5), np.float32)))
+        return out

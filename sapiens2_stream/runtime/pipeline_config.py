@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import config as kit
 from ..config import SOURCE_NAME, apply_sources, expand_env, from_dict, parse_yaml, section, set_dotted
+from ..detect.boxes_file import detections_beside, read_boxes
 from ..errors import Sapiens2StreamError
 from ..io.options import SourceConfig
 from ..models.tasks import pipeline_tasks
@@ -189,8 +190,12 @@ def check_config(config: PipelineConfig, origin: str) -> None:
             fail(f"models.{name}.source is missing: a hub id, a folder or a .safetensors file")
         if model.input_size and any(v % 16 for v in model.input_size):
             fail(f"models.{name}.input_size must be [height, width], multiples of 16 (released models: [1024, 768])")
-    if config.detector.type == "file" and not config.detector.path:
-        fail("detector.path is missing: a type file detector reads its boxes from a .truth.json or a MOT det.txt")
+    if config.detector.type == "file" and not config.detector.path:  # each video's own detections, beside it
+        for src in config.sources if config.sources is not None else [config.source]:
+            try:
+                read_boxes(detections_beside(src.uri))
+            except Sapiens2StreamError as e:
+                fail(f"source {src.name}: {e}" if src.name else str(e))
     if config.detector.type == "fixed":
         if not config.detector.boxes:
             fail("detector.boxes is empty: a fixed detector needs at least one [x, y, w, h] box")

@@ -14,16 +14,6 @@ from .pipeline_config import config_from
 from .progress import Progress, format_summary, save_summary
 
 
-def detections_beside(video: str) -> str:
-    """The detections file that belongs to a video: `VIDEO.truth.json` (a synthetic clip's) or `VIDEO.det.txt`."""
-    candidates = [Path(video).with_suffix(".truth.json"), Path(video).with_suffix(".det.txt")]
-    for path in candidates:
-        if path.is_file():
-            return str(path)
-    raise Sapiens2StreamError(f"{video}: detector type file without a path reads the detections beside the video "
-                              f"({' or '.join(p.name for p in candidates)}); neither is there")  # fmt: skip
-
-
 def pose_run(video: str, data: dict, folder: Path, device: str = "auto", progress: bool = True,
              origin: str = "the pose pipeline") -> Path:  # fmt: skip
     """Run `data` (a pipeline as YAML-shaped data, with `models.pose`) on `video` into `folder`: its pose model only
@@ -34,9 +24,6 @@ def pose_run(video: str, data: dict, folder: Path, device: str = "auto", progres
     if not pose:
         raise Sapiens2StreamError(f"{origin}: needs a pose model (models.pose)")
     data["models"] = {"pose": {**(pose if isinstance(pose, dict) else {"source": pose}), "flip": "on"}}
-    detector = data.get("detector")
-    if isinstance(detector, dict) and detector.get("type") == "file" and not detector.get("path"):
-        data["detector"] = {**detector, "path": detections_beside(video)}
     data.pop("sources", None)
     data.setdefault("outputs", {}).update({"video": {"enabled": False}, "jsonl": {"enabled": True}})
     data.setdefault("runtime", {})["device"] = device

@@ -31,7 +31,8 @@ class Detect(Stage):
         if frames:
             run = self.run
             loop = asyncio.get_running_loop()
-            found = await loop.run_in_executor(run.loaded.detect_thread, run.detector.detect_frames, frames)
+            sources = [i.stream.cfg.source.uri for i in items if i.detect]
+            found = await loop.run_in_executor(run.loaded.detect_thread, run.detector.detect_frames, frames, sources)
             for item, boxes in zip((i for i in items if i.detect), found, strict=True):
                 item.detections = boxes
         planner.observe_detection(time.perf_counter() - start)
