@@ -151,6 +151,35 @@ def test_people_are_matched_across_cameras_whose_clocks_differ(tmp_path, capsys)
     assert "offset +0.400 s (motion)" in capsys.readouterr().out
 
 
+def test_people_the_first_camera_never_saw_are_matched_among_the_others(tmp_path):
+    """The second person walks where the first camera does not look (left out of its run): cam2 and cam3 still
+    match them to each other, as person -1, through the geometry both share with the measured person; their
+    keypoints join the calibration (more points, the same rig) and a track seen by one camera alone stays out."""
+    from tests import scenes3d as S
+
+    truth = S.rig(3)
+    rng = np.random.default_rng(4)
+    ids = {"cam1": (1, 2), "cam2": (7, 3), "cam3": (4, 9)}
+    for cam in truth:
+        write_run(tmp_path / cam.name, cam, 150, rng, extra_person=cam.name != "cam1", ids=ids[cam.name], turns=True)
+    write_calibration(tmp_path / "intrinsics.toml", truth)
+    args = ["--intrinsics", str(tmp_path / "intrinsics.toml"), "--height", str(1.727 / 0.936), "--track", "1"]
+    cameras = [f"--camera={c.name}={tmp_path / c.name}" for c in truth]
+    assert main(["calibrate", "people", *args, "--output", str(tmp_path / "Calib.toml"), *cameras]) == 0
+    report = json.loads((tmp_path / "Calib.report.json").read_text())
+    tracks = {name: report["sync"][name]["tracks"] for name in ("cam2", "cam3")}
+    assert tracks == {"cam2": {"7": 1, "3": -1}, "cam3": {"4": 1, "9": -1}}, tracks
+    centres, angles, scale, _ = rig_errors(truth, read_calibration(tmp_path / "Calib.toml"))
+    assert centres.max() < 0.03 and angles.max() < 0.5 and abs(scale - 1) < 0.005, (centres, angles, scale)
+    alone = cameras[:2] + [f"--camera=cam3={tmp_path / 'cam3'}"]
+    (tmp_path / "cam3").rename(tmp_path / "cam3-both")
+    write_run(tmp_path / "cam3", truth[2], 150, rng, turns=True, ids=ids["cam3"])  # cam3 sees person 1 only now
+    assert main(["calibrate", "people", *args, "--output", str(tmp_path / "Alone.toml"), *alone]) == 0
+    alone_report = json.loads((tmp_path / "Alone.report.json").read_text())
+    assert alone_report["sync"]["cam2"]["tracks"] == {"7": 1}  # cam2's second person: nobody else saw them
+    assert report["points"] > alone_report["points"], (report["points"], alone_report["points"])
+
+
 @pytest.mark.parametrize("case,said", [
     ("apart", "calibrate people: no two cameras saw the person at the same moments"),
     ("several", "several people at once in 40 frames; give --track ID"),

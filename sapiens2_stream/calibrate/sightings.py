@@ -11,8 +11,11 @@ first camera is the reference: its people are the people and its clock the clock
    `clock`, with the confidence that was found), as it always is with `--sync none`.
 2. Its people: at that offset, each of the camera's tracks is the reference person with whom it shares one
    epipolar geometry with the measured person best (`joint_error`), when it agrees about as well as the measured
-   person does (a tracker's broken track is matched piece by piece; a person the reference never saw
-   is left out: nothing to say who they are).
+   person does (a tracker's broken track is matched piece by piece).
+3. People the reference never saw: the tracks left over are matched among the other cameras the same way, two
+   cameras at a time, on the reference clock, against the measured person as both those cameras saw them; each
+   person found so is numbered -1, -2, ... and adds their keypoints to the calibration (the bones and the floor),
+   never their height. A track no other camera shares is left out.
 
 Matching runs on undistorted pixels (the intrinsics are known); the sightings handed on are the raw keypoints.
 """
@@ -144,6 +147,47 @@ def match_camera(people: dict[int, Track2D], measured: int, tracks: dict[int, Tr
     return offset, matches
 
 
+def on_clock(track: Track2D, times: np.ndarray, offset_s: float) -> Track2D:
+    """The track at the reference camera's frame times (its own clock `offset_s` behind)."""
+    return Track2D(times, *track.at(times - offset_s))
+
+
+def match_unseen(theirs: dict[str, dict[int, Track2D]], offsets: dict[str, Offset], matches: dict[str, dict[int, int]],
+                 measured: int, times: np.ndarray) -> None:  # fmt: skip
+    """Step 3 of the module: the tracks of the cameras after the first that no reference person matched, matched
+    among those cameras (into `matches`, as people -1, -2, ...)."""
+    names = list(theirs)
+    timed = {n: {t: on_clock(tr, times, offsets[n].offset_s) for t, tr in theirs[n].items()
+                 if seen_frames(tr).sum() >= MIN_FRAMES} for n in names}  # fmt: skip
+    known = {}  # the measured person as each camera saw them (its longest piece)
+    for n in names:
+        pieces = [t for t, p in matches[n].items() if p == measured and t in timed[n]]
+        if pieces:
+            known[n] = timed[n][max(pieces, key=lambda t: int(seen_frames(timed[n][t]).sum()))]
+    unseen = 0
+    for i, a in enumerate(names):
+        for t, track in timed[a].items():
+            if t in matches[a] or a not in known:
+                continue
+            for b in names[i + 1:]:
+                if b not in known:
+                    continue
+                known_a, known_b, moments = correspondences(known[a], known[b], 0.0)
+                if moments < MIN_FRAMES:
+                    continue
+                bar = max(MATCH_PX, MATCH_SPREAD * float(epipolar_distance(known_a, known_b, None)))
+                errors = {}
+                for u, other in timed[b].items():
+                    pa, pb, shared = correspondences(track, other, 0.0)
+                    if u not in matches[b] and shared >= MIN_FRAMES:
+                        errors[u] = joint_error(known_a, known_b, pa, pb)
+                if errors and min(errors.values()) <= bar:
+                    if t not in matches[a]:
+                        unseen -= 1
+                        matches[a][t] = unseen
+                    matches[b][min(errors, key=errors.get)] = matches[a][t]
+
+
 def joint_error(known_a: np.ndarray, known_b: np.ndarray, pa: np.ndarray, pb: np.ndarray) -> float:
     """How well a candidate pairing (pa, pb) shares one epipolar geometry with the measured person's (known_a,
     known_b): the candidate's median distance (px) under the fundamental matrix fitted to both. One person's
@@ -161,12 +205,14 @@ def sightings(cams: dict[str, Camera], runs: dict[str, Path], track: int | None,
     people, measured = reference_people(tracks[ref], track, f"camera {ref}: {runs[ref]}")
     flat = {p: undistorted(t, cams[ref]) for p, t in people.items()}
     offsets, matches = {ref: Offset(0.0, 0, 1.0, "reference")}, {ref: {p: p for p in people}}
+    theirs = {}
     for name in names[1:]:
         if not tracks[name]:
             raise Sapiens2StreamError(f"camera {name}: no person in {runs[name]}")
-        theirs = {t: undistorted(tr, cams[name]) for t, tr in tracks[name].items()}
-        offsets[name], matches[name] = match_camera(flat, measured, theirs, sync, name, ref)
+        theirs[name] = {t: undistorted(tr, cams[name]) for t, tr in tracks[name].items()}
+        offsets[name], matches[name] = match_camera(flat, measured, theirs[name], sync, name, ref)
     times = people[measured].times
+    match_unseen(theirs, offsets, matches, measured, times)
     seen: dict[str, dict[Key, tuple[np.ndarray, np.ndarray]]] = {}
     for name in names:
         seen[name] = {}
