@@ -15,6 +15,9 @@ from sapiens2_stream.runtime.pipeline import ResultCallback
 DEVICE = os.environ.get("SAPIENS2_BENCH_DEVICE", "cpu")
 # seconds each live benchmark streams (gpu.sh shortens it to fit its time box)
 LIVE_S = int(os.environ.get("SAPIENS2_BENCH_LIVE_S", "30"))
+# runtime.compile of the pipeline benchmarks (auto: on CUDA). gpu.sh turns it off for the multi-source rows: there
+# every process compiles its graphs before its first frame, which outweighs a 90-frame clip on a tiny model
+COMPILE = os.environ.get("SAPIENS2_BENCH_COMPILE", "auto")
 
 
 def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:

@@ -3,45 +3,50 @@
 #   here first:  bash benchmarks/gpu_wheels.sh    (wheels the GPU machine lacks, into .whl/)
 #   there:       bash benchmarks/gpu.sh           (device run with carry [".whl"]; results in $OUT, else
 #                                                  benchmarks/results/)
-# In order, each in its own time box (about 9 minutes in all, inside one 10-minute device call): the CUDA tests (tests/test_cuda.py, skipped on
-# machines without a GPU), the model benchmark (benchmarks/gpu.py), then the live and multi-camera benchmarks
-# on the GPU, the fleet row (cameras per GPU at 10 results/s) and the TensorRT rows (benchmarks/runtimes.py; the
-# tensorrt package must be on that machine: it is too big to carry). A step that fails or runs out of time is
-# reported and the next one still runs.
+# In order, each in its own time box (about 9 minutes in all, inside one 10-minute device call): the CUDA tests
+# (tests/test_cuda.py, skipped on machines without a GPU), the live and multi-camera benchmarks on the GPU, the
+# model benchmark (benchmarks/gpu.py), the fleet row (cameras per GPU at 10 results/s; needs ray there) and the
+# TensorRT rows (benchmarks/runtimes.py; needs tensorrt there). Neither wheel is small enough to carry. A step
+# that fails or runs out of time is reported and the next one still runs; each starts with the time of day.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-benchmarks/results}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 YOLO_OFFLINE=1 YOLO_AUTOINSTALL=0 YOLO_CONFIG_DIR="$(mktemp -d)"
+echo "$(date +%T) setting up"
 if compgen -G ".whl/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
 fi
+export PYTHONPATH="/tmp/site:$PWD:${PYTHONPATH:-}"  # the package from this tree, in child processes too
 missing=$(python3 -c '
 import importlib.util as u
-print(" ".join(m for m in ("av", "filterpy", "paho", "cv2", "yaml", "pytest") if u.find_spec(m) is None))')
+needs = ("av filterpy paho cv2 yaml pytest torchvision safetensors huggingface_hub pydantic PIL prometheus_client "
+         "pyarrow scipy tqdm starlette uvicorn websockets pycocotools transformers")
+print(" ".join(m for m in needs.split() if u.find_spec(m) is None))')
 if [ -n "$missing" ]; then
     echo "gpu.sh: missing here: $missing; run bash benchmarks/gpu_wheels.sh on the session's machine and carry .whl"
 fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || export PYTHONPATH="$PWD:${PYTHONPATH:-}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu_device.txt"
 
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $out/NAME.log, report how it ended
     local name=$1 limit=$2
     shift 2
-    echo "=== $name (limit ${limit}s)"
+    echo "=== $(date +%T) $name (limit ${limit}s)"
     timeout "$limit" "$@" 2>&1 | tee "$out/$name.log"
     local rc=${PIPESTATUS[0]}
     echo "=== $name: exit $rc$([ "$rc" = 124 ] && echo ' (out of time)')"
 }
-step gpu_tests 120 python3 -m pytest -m cuda tests/test_cuda.py -p no:cacheprovider -rs
-step gpu_model 200 python3 -m benchmarks.gpu --batches 1,8 --json "$out/gpu.json"
-SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=8 step gpu_live 70 python3 -m benchmarks.live
-SAPIENS2_BENCH_DEVICE=cuda step gpu_multi 50 python3 -m benchmarks.multi_source
+step gpu_tests 200 python3 -m pytest -m cuda tests/test_cuda.py -p no:cacheprovider -n 0 -rs
+SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=8 step gpu_live 100 python3 -m benchmarks.live
+SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_COMPILE=off step gpu_multi 70 python3 -m benchmarks.multi_source
+step gpu_model 170 python3 -m benchmarks.gpu --batches 1,8 --json "$out/gpu.json"
 if python3 -c "import ray" 2>/dev/null; then
     SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=10 step gpu_fleet 30 python3 -m benchmarks.fleet
 else
     echo "=== gpu_fleet: skipped: ray is not on this machine (its wheel is too big to carry)"
 fi
-# TensorRT engines (bf16, fp16; built there, each through its parity gate) against eager and compiled bf16
-step gpu_runtimes 90 python3 -m benchmarks.runtimes --device cuda --repeats 3 --json "$out/runtimes_gpu.json"
+if python3 -c "import tensorrt" 2>/dev/null; then  # TensorRT engines (bf16, fp16) against eager and compiled bf16
+    step gpu_runtimes 90 python3 -m benchmarks.runtimes --device cuda --repeats 3 --json "$out/runtimes_gpu.json"
+else
+    echo "=== gpu_runtimes: skipped: tensorrt is not on this machine (its wheel is too big to carry)"
+fi

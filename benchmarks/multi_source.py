@@ -1,7 +1,8 @@
 """N sources in one process against N single-source processes on the same files (block policy, nothing dropped):
 total frames/s from the start of the processes to the last one done (loading included: it is paid once per
 process) and peak memory (the sum of every process's own peak RSS, VmHWM sampled from /proc; GPU memory is not
-measured). On the GPU with SAPIENS2_BENCH_DEVICE=cuda.
+measured). On the GPU with SAPIENS2_BENCH_DEVICE=cuda; gpu.sh adds SAPIENS2_BENCH_COMPILE=off, as compiled
+each process would spend longer on its graphs than on the clip.
 
 Run: `python -m benchmarks.multi_source` (about 4 minutes on 2 cores).
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import DEVICE, peak_rss_mb
+from benchmarks.common import COMPILE, DEVICE, peak_rss_mb
 from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.models import make_tiny_checkpoints
 
@@ -30,7 +31,7 @@ def spec(work: Path, tiny: dict) -> Path:
         "source": {"uri": "replaced.mp4"},
         "detector": {"type": "fixed", "boxes": [[40, 40, 60, 150], [180, 50, 60, 150]]},
         "models": {m: {"source": str(tiny[m]), "input_size": [256, 192]} for m in ("pose", "seg")},
-        "runtime": {"device": DEVICE},
+        "runtime": {"device": DEVICE, "compile": COMPILE},
     }))  # fmt: skip
     return path
 
@@ -39,17 +40,22 @@ def launch(pipeline: Path, sources: list[Path], out: Path) -> subprocess.Popen:
     args = [sys.executable, "-m", "sapiens2_stream.cli", "run", str(pipeline), "--output", str(out), "--no-progress"]
     for source in sources:
         args += ["--source", f"{source.stem}={source}"]
-    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(out.with_name(out.name + ".log"), "w") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
 
 
 def measure(procs: list[subprocess.Popen]) -> float:
-    """The sum of the processes' peak RSS in MB, sampled until they end."""
+    """The sum of the processes' peak RSS in MB, sampled until they end; a process that failed is reported with
+    the end of its error output."""
     peaks = dict.fromkeys(p.pid for p in procs)
     while any(p.poll() is None for p in procs):
         for p in procs:
             peaks[p.pid] = max(peaks[p.pid] or 0.0, peak_rss_mb(p.pid))
         time.sleep(0.1)
-    assert all(p.returncode == 0 for p in procs)
+    for p in procs:
+        if p.returncode != 0:
+            log = Path(p.args[p.args.index("--output") + 1] + ".log").read_text()
+            raise RuntimeError(f"{' '.join(p.args)} exited with {p.returncode}:\n{log[-3000:]}")
     return sum(peaks.values())
 
 

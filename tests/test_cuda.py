@@ -67,15 +67,21 @@ def exact_fp32_convolutions(monkeypatch):
 
 
 def test_compiled_cuda_graphs_equal_eager_on_chunked_batches(tiny_dir):
-    """torch.compile with CUDA graphs for real: several chunks of the same bucket replay one graph."""
+    """torch.compile with CUDA graphs for real, every shape compiled before the first batch: several chunks of
+    the same bucket replay one graph, and no batch compiles again."""
+    from torch._dynamo.utils import counters
+
     size = [256, 192]
     cfg = {"pose": ModelSection(str(tiny_dir["pose"]), input_size=size, max_batch=2, flip="off"),
            "matting": ModelSection(str(tiny_dir["matting"]), input_size=size, max_batch=2, flip="off")}  # fmt: skip
     frames, people = frames_and_people()
     eager = InferenceEngine(cfg, CUDA, torch.float32).run(frames, people())
     compiled = InferenceEngine(cfg, CUDA, torch.float32, compiled=True)
-    for _ in range(2):  # the second run replays the recorded graphs
+    assert compiled.warm_up(max_frames=4) == {"pose": [1, 2], "matting": [1, 2]}
+    graphs = counters["stats"]["unique_graphs"]
+    for _ in range(2):  # the first run records the graphs of shapes warm_up only compiled, the second replays
         got = compiled.run(frames, people())
+    assert counters["stats"]["unique_graphs"] == graphs
     for a, b in zip(eager, got, strict=True):
         assert_same_people(a.people, b.people)
         assert np.abs(a.alpha - b.alpha).max() < 1e-3
@@ -104,6 +110,7 @@ def test_pipeline_runs_on_cuda(tmp_path, tiny_dir):
     cfg = config(tmp_path, tiny_dir, clip, tasks=("pose", "seg"), runtime={"device": "cuda"})
     summary = Pipeline(cfg).run()
     assert summary["device"].startswith("cuda") and summary["dtype"] == "bfloat16"
+    assert summary["compiled"] == {"pose": [1, 2, 4, 8], "seg": [1, 2, 4, 8]}  # runtime.compile auto: on CUDA
     assert source_summary(summary)["frames_out"] == 12 and len(read_jsonl(tmp_path / "out" / "results.jsonl")) == 12
 
 
@@ -121,3 +128,34 @@ def test_finetune_on_cuda_learns_in_bf16_with_checkpointing(tmp_path):
     lines = read_jsonl(tmp_path / "out" / "metrics.jsonl")
     assert lines[-1]["loss"] < lines[1]["loss"] and lines[-1]["pck@0.1"] > lines[0]["pck@0.1"]
     assert load_model(tmp_path / "out" / "best", task="pose").config.image_size == (128, 96)
+
+
+def test_the_command_line_runs_on_cuda(tmp_path, tiny_dir):
+    """`sapiens2-stream run` in its own process on the GPU, two sources at once (as benchmarks.multi_source runs
+    it); its error output is shown if it fails."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from sapiens2_stream.io.synthetic import make_clip
+
+    clips = [tmp_path / f"cam{i}.mp4" for i in range(2)]
+    for i, clip in enumerate(clips):
+        make_clip(clip, frames=10, size=(240, 320), people=1 + i)
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(yaml.safe_dump({
+        "source": {"uri": "replaced.mp4"},
+        "detector": {"type": "fixed", "boxes": [[40, 40, 60, 150], [180, 50, 60, 150]]},
+        "models": {m: {"source": str(tiny_dir[m]), "input_size": [256, 192], "max_batch": 2, "flip": "off"}
+                   for m in ("pose", "seg")},  # four graphs to compile: pose and seg at batches of 1 and 2
+        "runtime": {"device": "cuda"},
+    }))  # fmt: skip
+    args = [sys.executable, "-m", "sapiens2_stream.cli", "run", str(pipeline), "--output", str(tmp_path / "out"),
+            "--no-progress", *(a for clip in clips for a in ("--source", f"{clip.stem}={clip}"))]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["totals"]["frames_out"] == 20 and summary["device"].startswith("cuda")
+    assert summary["compiled"] == {"pose": [1, 2], "seg": [1, 2]}

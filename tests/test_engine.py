@@ -125,3 +125,41 @@ def test_the_device_thread_gets_its_own_cuda_graph_state():
     assert not seen["present_before"]
     assert seen["same_as_local"] and hasattr(seen["lock"], "acquire")
     assert seen["containers"] is not trees.get_obj(trees.local, "tree_manager_containers")  # its own, not main's
+
+
+def test_warm_up_compiles_every_shape_a_run_meets(tiny_dir, monkeypatch):
+    """A compiled engine builds its graphs before the first frame: afterwards no batch a run can give (any number
+    of people, fewer frames, flip TTA switched off under load) compiles again. Dynamo's own recompiles are
+    counted, with a backend that records each compile and runs the graph as it is."""
+    import sapiens2_stream.runtime.engine as engine_module
+    from sapiens2_stream.io.sources import Frame
+    from sapiens2_stream.runtime.options import ModelSection
+
+    compiles = []
+
+    def counting(gm, example_inputs):
+        (pixels,) = [t for t in example_inputs if isinstance(t, torch.Tensor) and t.shape[-2:] == (64, 48)]
+        compiles.append(pixels.shape[0])
+        return gm.forward
+
+    monkeypatch.setattr(engine_module, "compile_model",
+                        lambda model, device: torch.compile(model, backend=counting, dynamic=False))  # fmt: skip
+    torch._dynamo.reset()  # no graphs of earlier tests on the models' code object
+    cfg = {"pose": ModelSection(str(tiny_dir["pose"]), input_size=[64, 48], max_batch=5, flip="auto"),
+           "seg": ModelSection(str(tiny_dir["seg"]), input_size=[64, 48], flip="off"),
+           "matting": ModelSection(str(tiny_dir["matting"]), input_size=[64, 48], flip="on")}  # fmt: skip
+    engine = InferenceEngine(cfg, torch.device("cpu"), torch.float32, compiled=True)
+    warmed = engine.warm_up(max_frames=3)
+    assert warmed == {"pose": [1, 2, 4, 8, 16], "seg": [1, 2, 4], "matting": [2, 4, 8]}
+    # one graph per model and forward batch size (4 crops flipped = 8 plain): 11, past dynamo's default limit of 8
+    assert sorted(compiles) == sorted(sum(warmed.values(), []))
+    compiled_before = len(compiles)
+    rng = np.random.default_rng(3)
+    frames = [Frame(i, i / 30, 0.0, rng.integers(0, 255, (120, 160, 3), dtype=np.uint8)) for i in range(3)]
+    for count, people in ((1, 1), (2, 3), (3, 2), (3, 4)):  # 1 to 12 crops, in chunks of 5
+        for under_load in (False, True):
+            batch = [[Person(j, np.array([10.0 * j, 5, 40, 80]), 1.0) for j in range(people)] for _ in range(count)]
+            results = engine.run(frames[:count], batch, under_load)
+            assert results[0].people[0].keypoints.shape == (308, 2)
+            assert results[-1].seg is not None and results[-1].alpha is not None
+    assert len(compiles) == compiled_before

@@ -124,6 +124,26 @@ def compile_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
     return torch.compile(model, dynamic=False, mode=mode)
 
 
+def prepare_device_thread(device: torch.device, compiled: bool) -> None:
+    """The engine's device thread, before its first call: made ready for compiled models (nothing to do for eager
+    ones: importing dynamo alone takes a second, which a live source would pay in dropped frames)."""
+    if not compiled:
+        return
+    make_room_for_graphs()
+    if device.type == "cuda":
+        give_thread_cuda_graph_state()
+
+
+def make_room_for_graphs(graphs: int = 256) -> None:
+    """Every model's graphs hang on one code object (`Sapiens2Network.forward`), one graph per model and batch
+    size: pose, seg and matting over five batch sizes are 11 to 15, and past dynamo's default limit of 8 the rest
+    run eager, without a word. Dynamo's settings are per thread: this sets the calling thread's."""
+    import torch._dynamo.config as dynamo
+
+    name = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"  # renamed in torch 2.7
+    setattr(dynamo, name, max(getattr(dynamo, name), graphs))
+
+
 def give_thread_cuda_graph_state() -> None:
     """Let the calling thread capture and replay torch.compile's CUDA graphs ("reduce-overhead").
 

@@ -16,7 +16,7 @@ from ..models import load_model, pipeline_tasks, task_spec
 from ..models.loading import locate_checkpoint
 from ..models.network import Sapiens2Network
 from ..processing import crop_persons, merge_flip, prepare_frames, with_flipped
-from .device import compile_model, give_thread_cuda_graph_state, pad_to_bucket, transfers_for
+from .device import BUCKETS, bucket_size, compile_model, pad_to_bucket, prepare_device_thread, transfers_for
 from .options import ModelSection
 from .results import FrameResult, Person
 
@@ -97,7 +97,7 @@ class InferenceEngine:
                 self.fused_flip.add(task)
         self.transfers = transfers_for(device, list(self.models))
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-device",
-                                           initializer=give_thread_cuda_graph_state if device.type == "cuda" else None)
+                                           initializer=prepare_device_thread, initargs=(device, compiled))  # fmt: skip
         self.events: list[str] = []
 
     def input_dtype(self, task: str) -> torch.dtype:
@@ -130,6 +130,36 @@ class InferenceEngine:
             for r in results:
                 r.flip[task] = flips[task]
         return results
+
+    def warm_up(self, max_frames: int) -> dict[str, list[int]]:
+        """Compile every batch shape a run can meet, before its first frame; returns the forward batch sizes
+        compiled, per task. A graph is built per shape on first use, seconds per shape on a GPU: met mid-stream (a
+        live source's smaller batch, flip TTA switched off under load) that is a stall in which a camera's frames
+        are dropped. `max_frames`: frames per micro-batch (`runtime.max_frames_per_batch`)."""
+        if not self.compiled:
+            return {}
+        return self.executor.submit(self._warm_up, max_frames).result()
+
+    @torch.inference_mode()
+    def _warm_up(self, max_frames: int) -> dict[str, list[int]]:
+        compiled: dict[str, list[int]] = {}
+        for task, model in self.models.items():
+            if not isinstance(model, Sapiens2Network):
+                continue
+            cfg = self.cfg[task]
+            most = cfg.max_batch if task_spec(task).per_person else min(cfg.max_batch, max_frames)
+            flips = {"on": (True,), "off": (False,)}.get(cfg.flip, (False, True))
+            shapes = set()
+            for n in [b for b in BUCKETS if b < bucket_size(most)] + [bucket_size(most)]:  # every padded size
+                x = torch.zeros(n, 3, *self.sizes[task], device=self.device, dtype=self.input_dtype(task))
+                for flip in flips:
+                    with self.transfers.stream(task):
+                        for _ in range(2):  # CUDA graph trees record on the second call of a shape
+                            self._forward(task, x, flip)
+                    shapes.add(2 * n if flip else n)
+            self.transfers.synchronize()
+            compiled[task] = sorted(shapes)
+        return compiled
 
     def _forward(self, task: str, x: torch.Tensor, flip: bool) -> dict[str, torch.Tensor | None]:
         """The task's outputs for batch x, flip TTA merged in. A batch that runs out of device memory is split

@@ -61,7 +61,8 @@ class RuntimeConfig:
     max_frame_age_s: Above0 = 1.0  # live, unless policy is block: frames waiting longer are dropped before any
     # work (a frame the models took is always finished and written)
     threads: Count | None = None  # torch CPU threads
-    compile: Literal["auto", "on", "off"] = "auto"  # torch.compile with batches padded to buckets; auto: CUDA only
+    compile: Literal["auto", "on", "off"] = "auto"  # torch.compile with batches padded to buckets, each compiled
+    # before the first frame; auto: CUDA only
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
 

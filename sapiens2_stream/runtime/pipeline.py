@@ -67,6 +67,7 @@ class LoadedModels:
     engine: InferenceEngine
     detector: Detector
     detect_thread: ThreadPoolExecutor
+    compiled: dict[str, list[int]]  # per task, the batch sizes compiled before the first frame (none: eager)
 
     def close(self, wait: bool = False) -> None:
         """End the device's and the detector's threads (a process that loads models many times keeps none)."""
@@ -83,9 +84,10 @@ def load_models(cfg: PipelineConfig) -> LoadedModels:
     compiled = rt.compile == "on" or (rt.compile == "auto" and device.type == "cuda")
     seg_width = cfg.temporal.seg_width if cfg.temporal.seg != "off" else None  # the part labels' temporal filter
     engine = InferenceEngine(cfg.enabled_models(), device, dtype, compiled, seg_width)
+    shapes = engine.warm_up(rt.max_frames_per_batch)
     detector = make_detector(cfg.detector, str(device))
     return LoadedModels(device, dtype, reason, engine, detector,
-                        ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-detect"))  # fmt: skip
+                        ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-detect"), shapes)  # fmt: skip
 
 
 def users_stages(cfg: PipelineConfig, given: list) -> list:
@@ -458,6 +460,7 @@ class Pipeline:
             "device": str(self.loaded.device),
             "dtype": str(self.loaded.dtype).removeprefix("torch."),
             "dtype_reason": self.loaded.dtype_reason,
+            "compiled": self.loaded.compiled,
             "sources": per_source,
             "totals": totals,
             **self.times.snapshot(),
