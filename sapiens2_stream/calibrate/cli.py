@@ -53,6 +53,9 @@ def add_parser(sub, run_video: Callable[..., Path] | None = None) -> None:
                         help="the person's standing height, floor to crown: the scale")
     people.add_argument("--track", type=int, metavar="ID", help="the person whose height is --height, where several "
                         "are seen (their track id in the first camera's run; the others' tracks are matched)")
+    people.add_argument("--refine-focal", action="store_true",
+                        help="solve each camera's focal length too (from the intrinsics' as the start; principal "
+                             "point and distortion kept): for lenses whose focal length drifted since")
     people.add_argument("--sync", choices=("motion", "none"), default="motion",
                         help="each camera's time offset: found from the people's movement where it is clear (motion), "
                              "or the clocks taken as they are (none); default %(default)s")  # fmt: skip
@@ -247,13 +250,14 @@ def cmd_calibrate_people(args: argparse.Namespace) -> int:
             runs[name] = args.run_video(folder, args.pipeline, into, args.device, not args.no_progress)
     cams = {n: known[n] for n in cameras}
     seen = sightings(cams, runs, args.track, args.sync == "motion")
-    placed = calibrate_from_people(cams, seen.seen, args.height, seen.measured)
-    report = write_people(output, placed, args.height, seen.report())
+    placed = calibrate_from_people(cams, seen.seen, args.height, seen.measured, args.refine_focal)
+    report = write_people(output, placed, args.height, seen.report(), cams if args.refine_focal else None)
     report_json, picture = report_paths(output, "rig")
     for name, cam in report["cameras"].items():
         x, y, z = cam["position_m"]
         timing = report["sync"][name]
-        print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px; offset "
+        focal = f"; focal {cam['focal_px']:.1f} px (given {cam['given_focal_px']:.1f})" if args.refine_focal else ""
+        print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px{focal}; offset "
               f"{timing['offset_s']:+.3f} s ({timing['method']}); tracks {timing['tracks']}")  # fmt: skip
         if timing["method"] == "clock":
             print(f"note: camera {name}: no clear offset in the movement (confidence {timing['confidence']:.2f}); its "

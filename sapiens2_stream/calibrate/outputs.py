@@ -145,16 +145,22 @@ def write_extrinsics(output: Path, placed: Placed, board: Board, sync: dict, int
     return report
 
 
-def write_people(output: Path, placed: PeoplePlaced, height_m: float, sync: dict) -> dict:
+def write_people(output: Path, placed: PeoplePlaced, height_m: float, sync: dict,
+                 given: dict[str, Camera] | None = None) -> dict:  # fmt: skip
     """Calib.toml (the cameras placed from people; other cameras of an existing file kept), its report and its
-    picture (the cameras from above over where the people walked); `sync`: each camera's offset and tracks."""
+    picture (the cameras from above over where the people walked); `sync`: each camera's offset and tracks;
+    `given`: the intrinsics the focal lengths were refined from (None: kept as given)."""
     write_placed(output, placed.cameras, placed.rms_px)
     report = {"calibration": str(output), "from": "people", "height_m": height_m,
+              "intrinsics": "given" if given is None else "focal lengths refined",
               "eye_height_m": round(placed.eye_height_m, 4), "floor_rms_m": round(placed.floor_rms_m, 4),
               "points": placed.points, "moments": placed.moments, "sync": sync, "cameras": {}}  # fmt: skip
     for cam in placed.cameras:
         report["cameras"][cam.name] = {"position_m": [round(float(v), 4) for v in cam.centre],
-                                       "rms_px": round(placed.rms_px[cam.name], 4)}  # fmt: skip
+                                       "rms_px": round(placed.rms_px[cam.name], 4),
+                                       "focal_px": round(float(cam.matrix[0, 0]), 2)}  # fmt: skip
+        if given is not None:
+            report["cameras"][cam.name]["given_focal_px"] = round(float(given[cam.name].matrix[0, 0]), 2)
     report_json, picture = report_paths(output, "rig")
     report_json.write_text(json.dumps(report, indent=1, default=float) + "\n")
     top_view(picture, placed.cameras, placed.rms_px, placed.footprints)

@@ -10,6 +10,7 @@ correspondences: the same body point at the same moment seen by two cameras. Wit
    bone's length held constant over the moments), twice more without the keypoints it cannot explain (over 4 px,
    or over three times the camera's median error where its model is noisier: a model's confusion, another
    person).
+   Asked (`--refine-focal`), the last two adjustments solve each camera's focal length too.
    Steps 1-2 and the first adjustment run from several starts (MAGSAC's widest noise 2, 4 and 8 px) and the rig
    whose median error over every keypoint seen is smallest goes on: with a model's keypoints a few pixels off (a
    small person in the picture), one start can settle on a rig 1 m from the truth that explains the keypoints it
@@ -81,9 +82,10 @@ def triangulate(poses: list[np.ndarray], points: list[np.ndarray]) -> np.ndarray
 
 
 def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[Key, tuple]], height_m: float,
-                          measured: int) -> PeoplePlaced:  # fmt: skip
+                          measured: int, refine_focal: bool = False) -> PeoplePlaced:  # fmt: skip
     """Place `cams` (intrinsics known) from the people each saw (`Sightings.seen`: (frame, person) -> keypoints
-    and scores, on one clock); `height_m` the standing height of person `measured`."""
+    and scores, on one clock); `height_m` the standing height of person `measured`; `refine_focal`: each camera's
+    focal length solved too, in the final adjustments (the principal point and distortion kept)."""
     names = list(cams)
     frames = sorted({frame for s in seen.values() for frame, _ in s})
     if not frames:
@@ -113,8 +115,19 @@ def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[Key, tup
     for _ in range(2):  # keypoints the solved rig cannot explain (a model's confusion, a wrong person) go
         kept = {n: agreeing(kept[n], poses[n], points, cams[n]) for n in names}
         points = {k: v for k, v in points.items() if sum(k in kept[n] for n in names) >= 2}
-        poses, points, rms = adjust(cams, kept, poses, points, a)
+        poses, points, rms, scales = adjust(cams, kept, poses, points, a, refine_focal)
+        # a camera's focal length `scale` times the given one: its keypoints' normalised coordinates shrink by it
+        cams = {n: with_focal(cams[n], scales[n]) for n in names}
+        kept = {n: {k: xy / scales[n] for k, xy in kept[n].items()} for n in names}
     return placed_in_world(cams, poses, points, rms, height_m, measured, len(use))
+
+
+def with_focal(cam: Camera, scale: float) -> Camera:
+    """`cam` with its focal lengths (fx, fy) `scale` times as long."""
+    matrix = cam.matrix.copy()
+    matrix[0, 0] *= scale
+    matrix[1, 1] *= scale
+    return Camera(cam.name, cam.size, matrix, cam.distortions, cam.rotation, cam.translation)
 
 
 def start_rig(cams: dict[str, Camera], obs: dict, a: str, b: str, start_px: float) -> tuple[dict, dict, float]:
@@ -145,7 +158,7 @@ def start_rig(cams: dict[str, Camera], obs: dict, a: str, b: str, start_px: floa
                 views = [n for n in poses if k in obs[n]]
                 if len(views) >= 2:
                     points[k] = triangulate([poses[n] for n in views], [obs[n][k] for n in views])
-    poses, points, _ = adjust(cams, obs, poses, points, a)
+    poses, points, _, _ = adjust(cams, obs, poses, points, a)
     errors = [reprojection_px(poses[n], points[k], xy, cams[n]) for n in names for k, xy in obs[n].items()
               if k in points]  # fmt: skip
     return poses, points, float(np.median(errors))
@@ -166,10 +179,13 @@ def agreeing(obs: dict, pose: np.ndarray, points: dict, cam: Camera) -> dict:
     return {k: xy for k, xy in obs.items() if errors.get(k, 0.0) < bar}
 
 
-def adjust(cams, obs, poses: dict, points: dict, fixed: str) -> tuple[dict, dict, dict]:
+def adjust(cams, obs, poses: dict, points: dict, fixed: str,
+           refine_focal: bool = False) -> tuple[dict, dict, dict, dict]:  # fmt: skip
     """Bundle adjustment: every camera but `fixed`, every point; residuals in pixels (normalised x focal), Huber.
     With the bones' lengths held constant over the moments (each bone's length a free variable): a person's limbs
-    do not stretch, and a rig bent to fit a model's biased keypoints would stretch them as the person walks."""
+    do not stretch, and a rig bent to fit a model's biased keypoints would stretch them as the person walks.
+    `refine_focal`: every camera's focal length too, as a factor on the given one (returned per camera; 1 when
+    not refined)."""
     order = list(poses)
     moving = [n for n in order if n != fixed]
     keys = list(points)
@@ -186,6 +202,7 @@ def adjust(cams, obs, poses: dict, points: dict, fixed: str) -> tuple[dict, dict
              if ea == a and (m, b) in where]  # fmt: skip
     link_a, link_b, link_bone = (np.array([x[j] for x in links], int) for j in range(3))
     n_pose, n_points = 6 * len(moving), 3 * len(keys)
+    n_fixed = n_pose + n_points + len(bone_ends)  # the variables before the focal factors' logarithms
 
     def unpack(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rotations, translations = np.empty((len(order), 3, 3)), np.empty((len(order), 3))
@@ -195,21 +212,28 @@ def adjust(cams, obs, poses: dict, points: dict, fixed: str) -> tuple[dict, dict
             else:
                 j = 6 * slot[n]
                 rotations[i], translations[i] = cv2.Rodrigues(x[j: j + 3])[0], x[j + 3: j + 6]
+        if refine_focal:  # a longer lens comes with the camera further back: the person's size in the picture
+            # stays, which is the cheap direction to move in; without the pairing the solver creeps along it
+            translations[:, 2] += (np.exp(x[n_fixed:]) - 1) * depth
         return rotations, translations, x[n_pose: n_pose + n_points].reshape(-1, 3)
 
     def residuals(x):
         rotations, translations, pts = unpack(x)
         cam = np.einsum("rij,rj->ri", rotations[row_cam], pts[row_point]) + translations[row_cam]
-        seen = ((cam[:, :2] / cam[:, 2:3] - seen_xy) * focal).ravel()
-        lengths = x[n_pose + n_points:]
+        scale = np.exp(x[n_fixed:])[row_cam, None] if refine_focal else 1.0
+        seen = ((scale * cam[:, :2] / cam[:, 2:3] - seen_xy) * focal).ravel()
+        lengths = x[n_pose + n_points: n_fixed]
         stretch = np.linalg.norm(pts[link_a] - pts[link_b], axis=1) / lengths[link_bone] - 1
         return np.concatenate([seen, STRETCH_PX * stretch])
 
     xyz = np.stack([points[k] for k in keys])
+    depth = np.array([np.median(xyz[row_point[row_cam == i]] @ poses[n][2, :3] + poses[n][2, 3])
+                      for i, n in enumerate(order)])  # each camera's typical distance to the points  # fmt: skip
     typical = np.array([np.median(np.linalg.norm(xyz[link_a[link_bone == i]] - xyz[link_b[link_bone == i]], axis=1))
                         if np.any(link_bone == i) else 1.0 for i in range(len(bone_ends))])  # fmt: skip
+    focal_logs = np.zeros(len(order) if refine_focal else 0)
     x0 = np.concatenate([*(np.concatenate([cv2.Rodrigues(poses[n][:, :3])[0].ravel(), poses[n][:, 3]])
-                           for n in moving), xyz.ravel(), typical])  # fmt: skip
+                           for n in moving), xyz.ravel(), typical, focal_logs])  # fmt: skip
     # which variables each residual depends on: a keypoint's two on its camera's pose (none for the fixed one) and
     # its point; a bone's stretch on its two points and its length
     pose_col = np.array([6 * slot[n] if n != fixed else -1 for n in order])[row_cam]
@@ -220,19 +244,26 @@ def adjust(cams, obs, poses: dict, points: dict, fixed: str) -> tuple[dict, dict
         seen_rows += [np.repeat(r[moving_rows], 6), np.repeat(r, 3)]
         seen_cols += [(pose_col[moving_rows, None] + np.arange(6)).ravel(),
                       (n_pose + 3 * row_point[:, None] + np.arange(3)).ravel()]  # fmt: skip
+        if refine_focal:  # and on its camera's focal factor
+            seen_rows.append(r)
+            seen_cols.append(n_fixed + row_cam)
     r = 2 * len(rows) + np.arange(len(links))
     bone_rows = [np.repeat(r, 3), np.repeat(r, 3), r]
     bone_cols = [(n_pose + 3 * ends[:, None] + np.arange(3)).ravel() for ends in (link_a, link_b)]
     bone_cols.append(n_pose + n_points + link_bone)
     at_rows, at_cols = np.concatenate(seen_rows + bone_rows), np.concatenate(seen_cols + bone_cols)
     sparsity = coo_matrix((np.ones(len(at_rows), int), (at_rows, at_cols)), shape=(2 * len(rows) + len(links), len(x0)))
-    fit = least_squares(residuals, x0, jac_sparsity=sparsity, loss="huber", f_scale=2.0, x_scale="jac", ftol=1e-4,
-                        max_nfev=100)  # fmt: skip
+    # LSMR's steps solved tightly: with its default tolerances every adjustment ran its 100 evaluations without
+    # converging, and one refining focal lengths crept along the lens-distance valley (15 cm off)
+    fit = least_squares(residuals, x0, jac_sparsity=sparsity, loss="huber", f_scale=2.0, x_scale="jac",
+                        ftol=1e-6 if refine_focal else 1e-4, max_nfev=100,
+                        tr_options={"atol": 1e-10, "btol": 1e-10})  # fmt: skip
     rotations, translations, pts = unpack(fit.x)
     placed = {n: np.hstack([rotations[i], translations[i][:, None]]) for i, n in enumerate(order)}
     err = np.sum(fit.fun[: 2 * len(rows)].reshape(-1, 2) ** 2, axis=1)
     rms = {n: float(np.sqrt(err[row_cam == i].mean())) for i, n in enumerate(order)}
-    return placed, dict(zip(keys, pts, strict=True)), rms
+    scales = np.exp(fit.x[n_fixed:]) if refine_focal else np.ones(len(order))
+    return placed, dict(zip(keys, pts, strict=True)), rms, dict(zip(order, scales.tolist(), strict=True))
 
 
 def fit_plane(points: np.ndarray, tolerance: float) -> tuple[np.ndarray, float]:

@@ -164,28 +164,29 @@ def match_unseen(theirs: dict[str, dict[int, Track2D]], offsets: dict[str, Offse
         pieces = [t for t, p in matches[n].items() if p == measured and t in timed[n]]
         if pieces:
             known[n] = timed[n][max(pieces, key=lambda t: int(seen_frames(timed[n][t]).sum()))]
-    unseen = 0
+    pairs = {}  # (a, b): the measured person's correspondences in both cameras, and the bar a match must clear
     for i, a in enumerate(names):
-        for t, track in timed[a].items():
-            if t in matches[a] or a not in known:
-                continue
-            for b in names[i + 1:]:
-                if b not in known:
-                    continue
+        for b in names[i + 1:]:
+            if a in known and b in known:
                 known_a, known_b, moments = correspondences(known[a], known[b], 0.0)
-                if moments < MIN_FRAMES:
-                    continue
-                bar = max(MATCH_PX, MATCH_SPREAD * float(epipolar_distance(known_a, known_b, None)))
-                errors = {}
-                for u, other in timed[b].items():
-                    pa, pb, shared = correspondences(track, other, 0.0)
-                    if u not in matches[b] and shared >= MIN_FRAMES:
-                        errors[u] = joint_error(known_a, known_b, pa, pb)
-                if errors and min(errors.values()) <= bar:
-                    if t not in matches[a]:
-                        unseen -= 1
-                        matches[a][t] = unseen
-                    matches[b][min(errors, key=errors.get)] = matches[a][t]
+                if moments >= MIN_FRAMES:
+                    bar = max(MATCH_PX, MATCH_SPREAD * float(epipolar_distance(known_a, known_b, None)))
+                    pairs[a, b] = known_a, known_b, bar
+    unseen = 0
+    for (a, b), (known_a, known_b, bar) in pairs.items():
+        for t, track in timed[a].items():
+            if t in matches[a] and matches[a][t] >= 0:  # a person the first camera saw
+                continue
+            errors = {}
+            for u, other in timed[b].items():
+                pa, pb, shared = correspondences(track, other, 0.0)
+                if u not in matches[b] and shared >= MIN_FRAMES:
+                    errors[u] = joint_error(known_a, known_b, pa, pb)
+            if errors and min(errors.values()) <= bar:
+                if t not in matches[a]:
+                    unseen -= 1
+                    matches[a][t] = unseen
+                matches[b][min(errors, key=errors.get)] = matches[a][t]
 
 
 def joint_error(known_a: np.ndarray, known_b: np.ndarray, pa: np.ndarray, pb: np.ndarray) -> float:

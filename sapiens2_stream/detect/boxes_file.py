@@ -61,13 +61,14 @@ class BoxesFile(Detector):
         raise Sapiens2StreamError("detector type file needs frame numbers: call detect_frames")
 
     def detect_frames(self, frames, sources: Sequence[str] = ()) -> list[np.ndarray]:
-        out = []
-        for i, frame in enumerate(frames):
-            boxes = self.boxes
-            if boxes is None:
-                uri = sources[i]
-                if uri not in self.beside:
-                    self.beside[uri] = read_boxes(detections_beside(uri))
-                boxes = self.beside[uri]
-            out.append(boxes.get(frame.index, np.zeros((0, 5), np.float32)))
-        return out
+        none = np.zeros((0, 5), np.float32)
+        return [self.boxes_of(sources[i] if self.boxes is None else "").get(frame.index, none)
+                for i, frame in enumerate(frames)]  # fmt: skip
+
+    def boxes_of(self, uri: str) -> dict[int, np.ndarray]:
+        """The boxes by frame index for a source: the file's (with a path), else the source's own file's."""
+        if self.boxes is not None:
+            return self.boxes
+        if uri not in self.beside:
+            self.beside[uri] = read_boxes(detections_beside(uri))
+        return self.beside[uri]

@@ -140,23 +140,26 @@ class Backbone(nn.Module):
         Computed in fp32 once per grid, device and dtype. A compiled graph computes them inline instead: a table it
         cached would be a CUDA-graph output, overwritten by the next replay while this cache still held it.
         """
+        if torch.compiler.is_compiling():
+            return self.compute_rope_tables(h, w, device, dtype)
         key = (h, w, device, dtype)
-        if torch.compiler.is_compiling() or key not in self._rope_cache:
-            hd = self.cfg.head_dim
-            inv_freq = self.cfg.rope_theta ** (-torch.arange(0, hd // 4, device=device, dtype=torch.float32) * 4 / hd)
-            ys = (torch.arange(h, device=device, dtype=torch.float32) + 0.5) * 2 / h - 1
-            xs = (torch.arange(w, device=device, dtype=torch.float32) + 0.5) * 2 / w - 1
-            yy, xx = torch.meshgrid(ys, xs, indexing="ij")
-            ang_y = 2 * math.pi * yy.reshape(-1, 1) * inv_freq
-            ang_x = 2 * math.pi * xx.reshape(-1, 1) * inv_freq
-            angles = torch.cat([ang_y, ang_x], dim=-1).repeat(1, 2)
-            prefix = self.num_prefix_tokens
-            cos = torch.cat([torch.ones(prefix, hd, device=device), angles.cos()])
-            sin = torch.cat([torch.zeros(prefix, hd, device=device), angles.sin()])
-            if torch.compiler.is_compiling():
-                return cos.to(dtype), sin.to(dtype)
-            self._rope_cache[key] = (cos.to(dtype), sin.to(dtype))
+        if key not in self._rope_cache:
+            self._rope_cache[key] = self.compute_rope_tables(h, w, device, dtype)
         return self._rope_cache[key]
+
+    def compute_rope_tables(self, h: int, w: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        hd = self.cfg.head_dim
+        inv_freq = self.cfg.rope_theta ** (-torch.arange(0, hd // 4, device=device, dtype=torch.float32) * 4 / hd)
+        ys = (torch.arange(h, device=device, dtype=torch.float32) + 0.5) * 2 / h - 1
+        xs = (torch.arange(w, device=device, dtype=torch.float32) + 0.5) * 2 / w - 1
+        yy, xx = torch.meshgrid(ys, xs, indexing="ij")
+        ang_y = 2 * math.pi * yy.reshape(-1, 1) * inv_freq
+        ang_x = 2 * math.pi * xx.reshape(-1, 1) * inv_freq
+        angles = torch.cat([ang_y, ang_x], dim=-1).repeat(1, 2)
+        prefix = self.num_prefix_tokens
+        cos = torch.cat([torch.ones(prefix, hd, device=device), angles.cos()])
+        sin = torch.cat([torch.zeros(prefix, hd, device=device), angles.sin()])
+        return cos.to(dtype), sin.to(dtype)
 
     def embed(self, pixel_values: torch.Tensor) -> torch.Tensor:
         x = self.patch_embed(pixel_values.to(self.patch_embed.projection.weight.dtype))
