@@ -148,6 +148,7 @@ class Backbone(nn.Module):
         return self._rope_cache[key]
 
     def compute_rope_tables(self, h: int, w: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """The tables `rope_tables` serves, computed afresh."""
         hd = self.cfg.head_dim
         inv_freq = self.cfg.rope_theta ** (-torch.arange(0, hd // 4, device=device, dtype=torch.float32) * 4 / hd)
         ys = (torch.arange(h, device=device, dtype=torch.float32) + 0.5) * 2 / h - 1
