@@ -2,14 +2,12 @@
 filters them (Butterworth, 4th order, 6 Hz by default). Offline the filter is zero-lag: half the order run forwards
 and backwards over each unbroken stretch (Sports2D's and Pose2Sim's way). Live it can only look back: the full order
 run forwards, which matches the offline curve's steepness and lags it by the filter's group delay (`lag_s`); where
-an angle is null the live filter starts again at the next value.
-
-scipy.signal is imported where it is used: importing it takes 0.4 s, which every command's start (the pipeline
-imports this module) would pay."""
+an angle is null the live filter starts again at the next value."""
 
 from __future__ import annotations
 
 import numpy as np
+from scipy import signal
 
 
 def unwrap_to(previous, value, period=360.0):
@@ -37,15 +35,11 @@ def cutoff_for(cutoff_hz: float, fps: float) -> float:
 
 def design(order: int, cutoff_hz: float, fps: float):
     """A low-pass Butterworth filter as second-order sections."""
-    from scipy import signal
-
     return signal.butter(order, cutoff_for(cutoff_hz, fps), fs=fps, output="sos")
 
 
 def lag_s(order: int, cutoff_hz: float, fps: float) -> float:
     """How far the live (causal) filter lags a slow change: its group delay at low frequencies, seconds."""
-    from scipy import signal
-
     b, a = signal.butter(order, cutoff_for(cutoff_hz, fps), fs=fps)
     _, delay = signal.group_delay((b, a), w=[cutoff_for(cutoff_hz, fps) / 20], fs=fps)
     return float(delay[0]) / fps
@@ -54,8 +48,6 @@ def lag_s(order: int, cutoff_hz: float, fps: float) -> float:
 def zero_lag(values: np.ndarray, order: int, cutoff_hz: float, fps: float) -> np.ndarray:
     """The offline filter over a series with nulls: each unbroken stretch filtered forwards and backwards with half
     the order (stretches too short to pad are left as they are)."""
-    from scipy import signal
-
     out = np.array(values, np.float64)
     sos = design(order // 2, cutoff_hz, fps)
     pad = 3 * (2 * len(sos) + 1)
@@ -72,8 +64,6 @@ class LiveFilter:
     sample at a time), each angle started again after a null, steady at its first value (no ramp from zero)."""
 
     def __init__(self, sos: np.ndarray, width: int) -> None:
-        from scipy import signal
-
         self.sos = np.asarray(sos, np.float64)
         self.steady = signal.sosfilt_zi(self.sos)  # [sections, 2] per unit input
         self.state = np.zeros((len(self.sos), 2, width))

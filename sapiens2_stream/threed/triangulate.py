@@ -36,6 +36,7 @@ from itertools import combinations
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 from ..track.smoothing import AdaptiveKalman
 from .calibration import Camera, read_calibration
@@ -158,8 +159,6 @@ class Triangulator:
             d = np.linalg.norm(projected[:, None] - keypoints[None], axis=-1)  # [T, D, J]
             d = np.where(sure[None] & np.isfinite(d), d, np.nan)
             cost = np.where(np.isfinite(d).sum(-1) >= 3, finite_median(d), 1e9)
-            from scipy.optimize import linear_sum_assignment  # here, as in track.tracker: a slow import
-
             rows, cols = linear_sum_assignment(cost)
             for a, b in zip(rows, cols, strict=True):
                 if cost[a, b] <= self.match_px:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 from .options import TrackerConfig
 
@@ -55,9 +56,6 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def match(cost_iou: np.ndarray, threshold: float) -> list[tuple[int, int]]:
     if cost_iou.size == 0:
         return []
-    from scipy.optimize import linear_sum_assignment  # here, not above: importing scipy.optimize takes 0.4 s, which
-    # commands that track nobody (validate, list, schema) would pay
-
     rows, cols = linear_sum_assignment(-cost_iou)
     return [(r, c) for r, c in zip(rows, cols, strict=True) if cost_iou[r, c] >= threshold]
 
