@@ -36,11 +36,16 @@ def spec(work: Path, tiny: dict) -> Path:
     return path
 
 
+def error_log(out: Path) -> Path:
+    """Where a run into `out` leaves its error output."""
+    return out.with_name(out.name + ".log")
+
+
 def launch(pipeline: Path, sources: list[Path], out: Path) -> subprocess.Popen:
     args = [sys.executable, "-m", "sapiens2_stream.cli", "run", str(pipeline), "--output", str(out), "--no-progress"]
     for source in sources:
         args += ["--source", f"{source.stem}={source}"]
-    with open(out.with_name(out.name + ".log"), "w") as log:  # the child keeps its own copy of the descriptor
+    with open(error_log(out), "w") as log:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
 
 
@@ -54,7 +59,7 @@ def measure(procs: list[subprocess.Popen]) -> float:
         time.sleep(0.1)
     for p in procs:
         if p.returncode != 0:
-            log = Path(p.args[p.args.index("--output") + 1] + ".log").read_text()
+            log = error_log(Path(p.args[p.args.index("--output") + 1])).read_text()
             raise RuntimeError(f"{' '.join(p.args)} exited with {p.returncode}:\n{log[-3000:]}")
     return sum(peaks.values())
 

@@ -29,7 +29,7 @@ What is known about the result is measured: each camera's reprojection RMS, how 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -116,9 +116,9 @@ def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[Key, tup
         kept = {n: agreeing(kept[n], poses[n], points, cams[n]) for n in names}
         points = {k: v for k, v in points.items() if sum(k in kept[n] for n in names) >= 2}
         poses, points, rms, scales = adjust(cams, kept, poses, points, a, refine_focal)
-        # a camera's focal length `scale` times the given one: its keypoints' normalised coordinates shrink by it
-        cams = {n: with_focal(cams[n], scales[n]) for n in names}
-        kept = {n: {k: xy / scales[n] for k, xy in kept[n].items()} for n in names}
+        if refine_focal:  # a focal length `scale` times the given one: the normalised keypoints shrink by it
+            cams = {n: with_focal(cams[n], scales[n]) for n in names}
+            kept = {n: {k: xy / scales[n] for k, xy in kept[n].items()} for n in names}
     return placed_in_world(cams, poses, points, rms, height_m, measured, len(use))
 
 
@@ -127,7 +127,7 @@ def with_focal(cam: Camera, scale: float) -> Camera:
     matrix = cam.matrix.copy()
     matrix[0, 0] *= scale
     matrix[1, 1] *= scale
-    return Camera(cam.name, cam.size, matrix, cam.distortions, cam.rotation, cam.translation)
+    return replace(cam, matrix=matrix)
 
 
 def start_rig(cams: dict[str, Camera], obs: dict, a: str, b: str, start_px: float) -> tuple[dict, dict, float]:

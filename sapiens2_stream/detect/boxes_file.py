@@ -62,8 +62,8 @@ class BoxesFile(Detector):
 
     def detect_frames(self, frames, sources: Sequence[str] = ()) -> list[np.ndarray]:
         none = np.zeros((0, 5), np.float32)
-        return [self.boxes_of(sources[i] if self.boxes is None else "").get(frame.index, none)
-                for i, frame in enumerate(frames)]  # fmt: skip
+        uris = sources or [""] * len(frames)  # with a path, the sources are not needed
+        return [self.boxes_of(uri).get(frame.index, none) for frame, uri in zip(frames, uris, strict=True)]
 
     def boxes_of(self, uri: str) -> dict[int, np.ndarray]:
         """The boxes by frame index for a source: the file's (with a path), else the source's own file's."""
