@@ -115,10 +115,28 @@ def test_bodies_stand_on_the_floor_whatever_they_do():
 
     for pose in (Pose(), Pose(crouch=1.0), Pose(sit=1.0), Pose(tilt=np.pi / 2), Pose(tilt=np.pi / 2, tilt_dir=np.pi)):
         j = joints(pose)
-        lowest = min(min(a[2], b[2]) - r for a, b, r, _ in capsules(j))
+        lowest = min(min(a[2], b[2]) - r for a, b, r, _ in capsules(j, pose.size))
         assert abs(lowest) < 1e-6
     lying = joints(Pose(tilt=np.pi / 2))
     assert lying["head"][2] < 0.3 and joints(Pose())["head"][2] > 1.5
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.85, 1.1])
+def test_the_body_stands_as_tall_as_its_scale_says_with_an_adults_proportions(scale):
+    """Scale 1 is a 1.75 m adult to the crown (the top of the head), and every scale has an adult's proportions:
+    heights over stature from anthropometric tables (Drillis and Contini, as Winter's Biomechanics gives them:
+    eyes 0.936, shoulders 0.818, hips 0.530, knees 0.285, ankles 0.039), within 1.5 % of the stature. The eyes'
+    share is what `calibrate people` turns into a height."""
+    from sapiens2_stream.humans.body import HEAD_R, STATURE, joints
+
+    pose = Pose(scale=scale)
+    j = joints(pose)
+    crown = j["head"][2] + HEAD_R * pose.size
+    assert crown == pytest.approx(STATURE * scale, abs=1e-6) and STATURE == 1.75
+    for name, share in (("eye", 0.936), ("shoulder", 0.818), ("hip", 0.530), ("knee", 0.285), ("ankle", 0.039)):
+        for side in ("left", "right"):
+            assert abs(j[f"{side}_{name}"][2] / crown - share) < 0.015, (name, j[f"{side}_{name}"][2] / crown)
+    assert j["nose"][2] < j["left_eye"][2]
 
 
 def test_scripts_chain_motions_and_know_their_falls():

@@ -18,6 +18,7 @@ from ..models.metadata import seg_metadata
 UP = np.array([0.0, 0.0, 1.0])
 THIGH, SHIN, UPPER_ARM, FOREARM, SPINE = 0.45, 0.43, 0.29, 0.26, 0.5
 HEAD_R, SOLE = 0.11, 0.055
+STATURE = 1.75  # scale 1: an adult this tall, floor to crown (the lengths above are in a unit a little larger)
 KEYPOINTS = (
     "nose",
     "left_eye",
@@ -73,7 +74,12 @@ class Pose:
     raise_arms: tuple[float, float] = (0.0, 0.0)  # sideways: 0 hanging .. pi overhead
     tilt: float = 0.0  # the whole body tipped over: 0 upright .. pi/2 lying
     tilt_dir: float = 0.0  # which way it tips, from its facing: 0 forward, pi backward, pi/2 to its left
-    scale: float = 1.0  # 1: a 1.75 m adult
+    scale: float = 1.0  # 1: an adult STATURE (1.75 m) tall, floor to crown
+
+    @property
+    def size(self) -> float:
+        """What every length of the body is multiplied by: `scale` in units that make scale 1 STATURE tall."""
+        return self.scale * _size_per_scale()
 
 
 @lru_cache(maxsize=1)
@@ -95,7 +101,17 @@ def _bend_towards(d: np.ndarray, towards: np.ndarray, angle: float) -> np.ndarra
 
 def joints(pose: Pose) -> dict[str, np.ndarray]:
     """World positions of the keypoints, plus the points the capsules need (pelvis, neck, head, hands, soles)."""
-    s = pose.scale
+    return _placed(pose, pose.size)
+
+
+@lru_cache(maxsize=1)
+def _size_per_scale() -> float:
+    """The factor that stands a body of scale 1 STATURE tall to the crown (the top of its head sphere)."""
+    return STATURE / float(_placed(Pose(), 1.0)["head"][2] + HEAD_R)
+
+
+def _placed(pose: Pose, s: float) -> dict[str, np.ndarray]:
+    """`joints` with every length multiplied by `s`."""
     f = np.array([-np.sin(pose.yaw), -np.cos(pose.yaw), 0.0])
     left = np.array([-f[1], f[0], 0.0])
     j: dict[str, np.ndarray] = {}
@@ -138,19 +154,19 @@ def joints(pose: Pose) -> dict[str, np.ndarray]:
         j[f"{side}_hand"] = j[f"{side}_wrist"] + 0.06 * s * fore
     head = neck + 0.2 * s * spine
     j["head"] = head
-    j["nose"] = head + (HEAD_R + 0.01) * s * front
-    for side, sign in (("left", 1), ("right", -1)):
-        j[f"{side}_eye"] = head + HEAD_R * s * _unit(0.92 * front + 0.35 * sign * left + 0.17 * spine)
+    j["nose"] = head + (HEAD_R + 0.01) * s * front - 0.03 * s * spine  # the tip, below the eyes
+    for side, sign in (("left", 1), ("right", -1)):  # the eyes on the head's equator: 93.6 % of the stature up,
+        j[f"{side}_eye"] = head + HEAD_R * s * _unit(0.94 * front + 0.35 * sign * left)  # as adults' are
         j[f"{side}_ear"] = head + HEAD_R * s * sign * left
     j["front"], j["spine"] = front, spine  # directions, not points: the renderer's face and shirt cues
-    _tip_over(j, pose)
+    _tip_over(j, pose, s)
     return j
 
 
 DIRECTIONS = ("front", "spine")
 
 
-def _tip_over(j: dict[str, np.ndarray], pose: Pose) -> None:
+def _tip_over(j: dict[str, np.ndarray], pose: Pose, size: float) -> None:
     """Tip the body by `tilt` towards `tilt_dir` about its base, then put its lowest surface on the floor."""
     f = np.array([-np.sin(pose.yaw), -np.cos(pose.yaw), 0.0])
     left = np.array([-f[1], f[0], 0.0])
@@ -164,7 +180,7 @@ def _tip_over(j: dict[str, np.ndarray], pose: Pose) -> None:
 
     for name, v in j.items():
         j[name] = rotate(v)
-    lowest = min(float(a[2] - r) for a, b, r, _ in capsules(j, pose.scale) for a in (a, b))
+    lowest = min(float(a[2] - r) for a, b, r, _ in capsules(j, size) for a in (a, b))
     shift = np.array([pose.x, pose.y, -lowest])
     for name in j:
         if name not in DIRECTIONS:
@@ -179,10 +195,10 @@ LIMBS = (
 )
 
 
-def capsules(j: dict[str, np.ndarray], scale: float = 1.0) -> list[tuple[np.ndarray, np.ndarray, float, str]]:
+def capsules(j: dict[str, np.ndarray], size: float = 1.0) -> list[tuple[np.ndarray, np.ndarray, float, str]]:
     """(start, end, radius, part) of each capsule. Parts are class names of the 29, and "head" (face in front,
-    hair behind: the renderer decides per pixel)."""
-    s = scale
+    hair behind: the renderer decides per pixel); `size`: the body's (`Pose.size`)."""
+    s = size
     side = _unit(j["left_shoulder"] - j["right_shoulder"])
     top = j["neck"] - 0.06 * s * j["spine"]
     out = [
@@ -209,7 +225,7 @@ def capsules(j: dict[str, np.ndarray], scale: float = 1.0) -> list[tuple[np.ndar
     return out
 
 
-def joint_radius(name: str, scale: float = 1.0) -> float:
-    """How deep a keypoint lies under the skin (0 for those marked on the skin: face, feet)."""
+def joint_radius(name: str, size: float = 1.0) -> float:
+    """How deep a keypoint lies under the skin (0 for those marked on the skin: face, feet), for a body of `size`."""
     kind = name.split("_", 1)[-1]
-    return JOINT_RADIUS.get(kind, 0.0) * scale
+    return JOINT_RADIUS.get(kind, 0.0) * size

@@ -274,7 +274,7 @@ def render(
     labels = np.zeros(hh * ww, np.uint8)
     skeletons = [joints(p.pose) for p in people]
     for index, (person, j) in enumerate(zip(people, skeletons, strict=True)):
-        for a, b, r, part in capsules(j, person.pose.scale):
+        for a, b, r, part in capsules(j, person.pose.size):
             found = capsule_hits(cam, flat_dirs, t, a, b, r, ww, hh, ss)
             if found is None:
                 continue
@@ -335,6 +335,6 @@ def _person_truth(
         if not (0 <= x < cam.width and 0 <= y < cam.height):
             continue
         px, py = int(x), int(y)
-        seen = owner[py, px] == index and depth[py, px] >= c[2] - joint_radius(name, person.pose.scale) - 0.04
+        seen = owner[py, px] == index and depth[py, px] >= c[2] - joint_radius(name, person.pose.size) - 0.04
         kp[ids[name]] = (x, y, 2 if seen else 1)
     return PersonTruth(person.track_id, box, kp, cam_points, {n: j[n] for n in KEYPOINTS}, len(xs))
