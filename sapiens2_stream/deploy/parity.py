@@ -16,6 +16,7 @@ fp32 bounds), since that difference is what the released bf16-trained models alr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -49,21 +50,31 @@ Outputs = dict[str, np.ndarray]
 
 def parity_inputs(task: str, size: tuple[int, int], seed: int = 0) -> tuple[torch.Tensor, str]:
     """(pixels [N, 3, H, W] float32, what they are) for `task` at input `size`."""
-    rng = np.random.default_rng(seed)
     spec = task_spec(task)
     height, width = FRAME_SIZE
+    pictures = _pictures(seed, spec.per_person)
     if spec.per_person:
-        crops, count = [], 0
-        while count < CROPS:
-            view = random_view(rng, width, height)
-            boxes = np.array([p.box for p in view.people if p.area >= MIN_AREA], np.float32).reshape(-1, 4)
-            if len(boxes):
-                crops.append(crop_persons([view.image], [boxes], size).pixel_values)
-                count += len(boxes)
+        crops = [crop_persons([image], [boxes], size).pixel_values for image, boxes in pictures]
         return torch.cat(crops)[:CROPS], f"{CROPS} person crops of synthetic people (seed {seed})"
-    frames = [random_view(rng, width, height).image for _ in range(FRAMES)]
-    pixels = prepare_frames(frames, size, spec.keep_aspect).pixel_values
+    pixels = prepare_frames([image for image, _ in pictures], size, spec.keep_aspect).pixel_values
     return pixels, f"{FRAMES} frames of synthetic people, {width}x{height} (seed {seed})"
+
+
+@functools.lru_cache(maxsize=4)
+def _pictures(seed: int, per_person: bool) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """The rendered pictures of `seed` with their people's boxes: enough for CROPS person crops, or FRAMES
+    frames. Kept for the process: rendering is most of a small model's gate, and every export (and every format
+    of it) is gated on the same pictures."""
+    rng = np.random.default_rng(seed)
+    height, width = FRAME_SIZE
+    out, count = [], 0
+    while count < CROPS if per_person else len(out) < FRAMES:
+        view = random_view(rng, width, height)
+        boxes = np.array([p.box for p in view.people if p.area >= MIN_AREA], np.float32).reshape(-1, 4)
+        if len(boxes) or not per_person:
+            out.append((view.image, boxes))
+            count += len(boxes)
+    return tuple(out)
 
 
 def run_torch(graph: torch.nn.Module, pixels: torch.Tensor, dtype: torch.dtype, batch: int = 8) -> Outputs:
