@@ -19,8 +19,11 @@ from tests.conftest import run_on_clip
 
 FPS = 8
 PCK_BAR = 0.75  # PCK@0.1 of the box on the clips (measured 0.86-0.90; 0.82 on the held-out pictures)
-SWAP_BAR = 0.15  # left/right pairs nearer the other side's truth (0.03-0.11 measured on people facing the camera,
-# about 0.3 on people walking across at a slant, legs crossing: see docs/training.md)
+# left/right pairs nearer the other side's truth, on people facing the camera (about 0.3 on people walking across
+# at a slant, legs crossing: see docs/training.md). Measured 0.12 and 0.23 on the clip and its mirror without flip
+# TTA (the model leans to one side where the face is small), 0.05 and 0.12 with it; a flip that swapped the wrong
+# channels, or none, leaves the sides to chance (0.5)
+SWAP_BAR = {"off": 0.3, "on": 0.15}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +61,7 @@ def test_a_mirrored_video_gives_mirrored_keypoints_with_sides_right(clips, flip)
         pred, truth, boxes = matched(run(clip, flip=flip), clip)
         assert pck(pred, truth, boxes, 0.1) > PCK_BAR, (name, flip)
         swaps = left_right_swaps(pred, truth, boxes, pose_metadata().flip_pairs)
-        assert swaps < SWAP_BAR, (name, flip, swaps)
+        assert swaps < SWAP_BAR[flip], (name, flip, swaps)
 
 
 def test_part_labels_have_their_sides_right_after_flip_tta(clips):
