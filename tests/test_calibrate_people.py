@@ -292,10 +292,11 @@ def test_people_calibration_bad_input_is_one_line(tmp_path, capsys, case, said):
     assert not out.exists()
 
 
-def matched_rig_errors(truth: dict, solved: dict) -> tuple[np.ndarray, np.ndarray, object]:
+def matched_rig_errors(truth: dict, solved: dict) -> tuple[np.ndarray, np.ndarray, object, float]:
     """Camera-centre errors (m) and rotation errors (degrees) once the solved centres are brought onto the true ones
     by the similarity that fits them best (Umeyama): what is left is the rig's shape; and that similarity (our
-    world's points [N, 3] -> the true world's). `truth`: name -> (world -> camera rotation, centre)."""
+    world's points [N, 3] -> the true world's) with its scale (how much our metres must grow to be the true ones).
+    `truth`: name -> (world -> camera rotation, centre)."""
     names = list(truth)
     rotations = {n: cv2.Rodrigues(solved[n].rotation)[0] for n in names}
     ours = np.stack([-rotations[n].T @ solved[n].translation for n in names])
@@ -308,9 +309,7 @@ def matched_rig_errors(truth: dict, solved: dict) -> tuple[np.ndarray, np.ndarra
     centres = np.linalg.norm(scale * a @ turn.T - b, axis=1)
     angles = [np.degrees(np.arccos(np.clip((np.trace(rotations[n] @ turn.T @ truth[n][0].T) - 1) / 2, -1, 1)))
               for n in names]  # fmt: skip
-    to_true = lambda xyz: scale * (xyz - ours.mean(0)) @ turn.T + true.mean(0)  # noqa: E731
-    to_true.scale = scale  # how much our metres must grow to be the true ones
-    return centres, np.array(angles), to_true
+    return centres, np.array(angles), lambda xyz: scale * (xyz - ours.mean(0)) @ turn.T + true.mean(0), scale
 
 
 def toy_mpjpe(runs: Path, cameras: list[Camera], to_true, walker, fps: int) -> float:
@@ -417,9 +416,10 @@ def test_people_from_videos_runs_each_through_the_pose_pipeline(tmp_path, capsys
     for name in names:
         assert np.allclose(solved[name].rotation, again[name].rotation)
         assert np.allclose(solved[name].translation, again[name].translation)
-    centres, angles, to_true = matched_rig_errors({n: (truth[n].rotation, truth[n].centre) for n in names}, solved)
+    centres, angles, to_true, grow = matched_rig_errors({n: (truth[n].rotation, truth[n].centre) for n in names},
+                                                        solved)  # fmt: skip
     print(f"toy model, three cameras: centres {centres.round(3)} m, rotations {angles.round(2)} degrees off, "
-          f"metres {to_true.scale:.3f} times too short")  # fmt: skip
+          f"metres {grow:.3f} times too short")  # fmt: skip
     assert centres.max() < 0.08 and angles.max() < 3, (centres, angles)
     # live triangulation of the toy model's keypoints with this calibration, against the same with the true cameras
     true_cams = [Camera(n, (320, 240), truth[n].intrinsics, np.zeros(4), cv2.Rodrigues(truth[n].rotation)[0].ravel(),
@@ -438,7 +438,7 @@ def test_people_from_videos_runs_each_through_the_pose_pipeline(tmp_path, capsys
     # a multi-camera run's own folders calibrate too: its people give the rig it triangulated with
     own = [f"--camera={n}={tmp_path / 'live_mocap' / n}" for n in names]
     assert main([*common, *own, "--output", str(tmp_path / "Own.toml")]) == 0
-    centres, angles, _ = matched_rig_errors({n: (truth[n].rotation, truth[n].centre) for n in names},
+    centres, angles, _, _ = matched_rig_errors({n: (truth[n].rotation, truth[n].centre) for n in names},
                                             read_calibration(tmp_path / "Own.toml"))  # fmt: skip
     assert centres.max() < 0.08 and angles.max() < 3, (centres, angles)
     capsys.readouterr()

@@ -18,7 +18,7 @@ from ..models.metadata import seg_metadata
 UP = np.array([0.0, 0.0, 1.0])
 THIGH, SHIN, UPPER_ARM, FOREARM, SPINE = 0.45, 0.43, 0.29, 0.26, 0.5
 HEAD_R, SOLE = 0.11, 0.055
-STATURE = 1.75  # scale 1: an adult this tall, floor to crown (the lengths above are in a unit a little larger)
+STATURE = 1.75  # scale 1: an adult this tall, floor to crown (the lengths above are in a unit of Pose.size metres)
 KEYPOINTS = (
     "nose",
     "left_eye",
@@ -155,8 +155,8 @@ def _placed(pose: Pose, s: float) -> dict[str, np.ndarray]:
     head = neck + 0.2 * s * spine
     j["head"] = head
     j["nose"] = head + (HEAD_R + 0.01) * s * front - 0.03 * s * spine  # the tip, below the eyes
-    for side, sign in (("left", 1), ("right", -1)):  # the eyes on the head's equator: 93.6 % of the stature up,
-        j[f"{side}_eye"] = head + HEAD_R * s * _unit(0.94 * front + 0.35 * sign * left)  # as adults' are
+    for side, sign in (("left", 1), ("right", -1)):  # the eyes on the head's equator: 93.9 % of the stature up
+        j[f"{side}_eye"] = head + HEAD_R * s * _unit(0.94 * front + 0.35 * sign * left)  # (adults': 93.6 %)
         j[f"{side}_ear"] = head + HEAD_R * s * sign * left
     j["front"], j["spine"] = front, spine  # directions, not points: the renderer's face and shirt cues
     _tip_over(j, pose, s)
@@ -195,7 +195,7 @@ LIMBS = (
 )
 
 
-def capsules(j: dict[str, np.ndarray], size: float = 1.0) -> list[tuple[np.ndarray, np.ndarray, float, str]]:
+def capsules(j: dict[str, np.ndarray], size: float) -> list[tuple[np.ndarray, np.ndarray, float, str]]:
     """(start, end, radius, part) of each capsule. Parts are class names of the 29, and "head" (face in front,
     hair behind: the renderer decides per pixel); `size`: the body's (`Pose.size`)."""
     s = size
@@ -225,7 +225,7 @@ def capsules(j: dict[str, np.ndarray], size: float = 1.0) -> list[tuple[np.ndarr
     return out
 
 
-def joint_radius(name: str, size: float = 1.0) -> float:
+def joint_radius(name: str, size: float) -> float:
     """How deep a keypoint lies under the skin (0 for those marked on the skin: face, feet), for a body of `size`."""
     kind = name.split("_", 1)[-1]
     return JOINT_RADIUS.get(kind, 0.0) * size
