@@ -12,6 +12,7 @@ import numpy as np
 from benchmarks.common import steady_rate
 from sapiens2_stream.io.synthetic import make_clip, record_lavfi
 from sapiens2_stream.runtime.pipeline import Pipeline
+from sapiens2_stream.train.threads import CoreShare, usable_cores
 from tests.test_faults import run_in_thread
 from tests.test_pipeline import config, frame_age_bound_ms, free_port, source_summary, start_rtsp_server
 
@@ -25,6 +26,13 @@ def slow_config(tmp_path, tiny_dir, uri, out, **sections):
                   detector={"every": "auto"}, outputs={"video": {"enabled": True}}, **sections)  # fmt: skip
 
 
+def steady_rate_and_cores(pipeline) -> tuple[dict, float, float]:
+    """`steady_rate`, and the cores the rest of the machine left this run (all of them when nothing else ran)."""
+    share = CoreShare()
+    summary, rate = steady_rate(pipeline)
+    return summary, rate, usable_cores() - (share.others() or 0.0)  # None: not Linux, nothing to tell
+
+
 def test_live_camera_faster_than_the_models_delivers_at_the_file_rate(tmp_path, tiny_dir):
     fps, seconds, frames = 15, 32, 24  # half a minute of camera: about 90 results at the machine's rate, 30 batches
     clip = tmp_path / "recorded.mp4"
@@ -35,16 +43,21 @@ def test_live_camera_faster_than_the_models_delivers_at_the_file_rate(tmp_path, 
         if when == "after":
             camera = f"lavfi:testsrc2=size=320x240:rate={fps},realtime"
             live = Pipeline(slow_config(tmp_path, tiny_dir, camera, "live", source={"max_frames": fps * seconds}))
-            run_summary, written_fps = steady_rate(live)
+            run_summary, written_fps, live_cores = steady_rate_and_cores(live)
             summary = source_summary(run_summary)
-        file_summary, rate = steady_rate(Pipeline(slow_config(tmp_path, tiny_dir, clip, f"file-{when}")))
+        on_file = Pipeline(slow_config(tmp_path, tiny_dir, clip, f"file-{when}"))
+        file_summary, rate, cores = steady_rate_and_cores(on_file)
         file_summary = source_summary(file_summary)
         assert file_summary["frames_out"] == frames and rate < fps / 2  # the models are slower than the camera
-        file_rates.append(rate)
-    file_fps = float(np.mean(file_rates))
+        file_rates.append((rate, cores))
+    # Another process busy during the half minute of camera and not during the file runs (the other test worker
+    # here) slows the live run alone: 0.82x with one core taken for 20 s of it, measured. The file rates are scaled
+    # to the cores the live run was left, as if the rate followed them (it falls less: 0.66x with one core of two
+    # taken all along), so an idle machine is held to the file rate itself.
+    file_fps = float(np.mean([rate * live_cores / cores for rate, cores in file_rates]))
     stream = live.streams[0]
     assert summary["seconds"] >= seconds - 2  # the camera ran its whole length
-    assert written_fps >= 0.9 * file_fps, (written_fps, file_rates)
+    assert written_fps >= 0.9 * file_fps, (written_fps, file_rates, live_cores)
     # nothing computed is thrown away while the output keeps up; every frame is written or counted as dropped
     assert stream.numbers.processed == summary["frames_out"] and "output_too_slow" not in summary["dropped"]
     assert summary["frames_out"] + summary["dropped"]["waiting_too_long"] == summary["frames_in"] == fps * seconds
