@@ -7,9 +7,11 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from sapiens2_stream.runtime.pipeline import ResultCallback
+from sapiens2_stream.train.threads import CoreShare
 
 # where the pipeline benchmarks run: cpu here; benchmarks/gpu.sh sets cuda to get the same rows from a GPU
 DEVICE = os.environ.get("SAPIENS2_BENCH_DEVICE", "cpu")
@@ -54,15 +56,39 @@ def print_table(rows: list[dict]) -> None:
         )
 
 
-def steady_rate(pipeline) -> tuple[dict, float]:
-    """Run a single-source pipeline; its summary and the written frames/s from the end of the first batch to the
-    last frame: the models' warm-up is not the machine's rate, and counting the first batch's frames without its
-    time would favour large batches (a file's 4 frames arrive at once)."""
-    written = []
-    pipeline.observe(ResultCallback(pipeline, lambda result, p: written.append(time.time())))
+@dataclass
+class Steady:
+    """A run's written frames/s from the end of its first batch to its last frame, and the CPU over that window:
+    this process's and the machine's other processes' (in cores; nan where /proc/stat cannot be read)."""
+
+    summary: dict
+    fps: float
+    own_cores: float
+    other_cores: float
+
+
+def steady_run(pipeline) -> Steady:
+    """Run a single-source pipeline and measure its steady window: the models' warm-up is not the machine's rate,
+    and counting the first batch's frames without its time would favour large batches (a file's 4 frames arrive
+    at once)."""
+    share = CoreShare()
+    samples: list[tuple[float, float, float]] = []  # (wall, machine busy, own) seconds at each written frame
+
+    def written(result, p) -> None:
+        samples.append(share.sample() or (time.monotonic(), float("nan"), float("nan")))
+
+    pipeline.observe(ResultCallback(pipeline, written))
     summary = pipeline.run()
     first = int(pipeline.times.batch_sizes["infer"][0])
-    return summary, (len(written) - first) / (written[-1] - written[first - 1])
+    (wall0, busy0, own0), (wall1, busy1, own1) = samples[first - 1], samples[-1]
+    wall, own = wall1 - wall0, own1 - own0
+    return Steady(summary, (len(samples) - first) / wall, own / wall, (busy1 - busy0 - own) / wall)
+
+
+def steady_rate(pipeline) -> tuple[dict, float]:
+    """`steady_run`'s summary and written frames/s."""
+    run = steady_run(pipeline)
+    return run.summary, run.fps
 
 
 def peak_rss_mb(pid: int) -> float:
