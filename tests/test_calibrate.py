@@ -74,6 +74,21 @@ def test_intrinsics_of_the_real_stereo_photos_agree_with_opencv_run_the_plain_wa
         assert said["rms_px"] < p2s_rms / 1.5 and abs(cam.distortions[0] - dist[0]) < 0.03  # k1
 
 
+@needs_photos
+def test_a_board_first_looked_for_at_half_size_has_the_corners_found_at_full_size():
+    """The quick look at half size finds the boards of the real photos, and after the refinement at full size the
+    corners are those OpenCV's sector-based detector finds on the whole picture, refined the same way."""
+    from sapiens2_stream.calibrate.boards import REFINE, SECTOR_FLAGS, board_from
+
+    board = board_from("checkerboard", "9x6", None, 0.025, None, None)
+    for path in sorted(DATA.glob("*[0-9][0-9].jpg"))[::4]:
+        grey = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
+        full = next(c for ok, c, _ in (cv2.findChessboardCornersSBWithMeta(grey, (9, 6), f) for f in SECTOR_FLAGS)
+                    if ok)  # fmt: skip
+        want = cv2.cornerSubPix(grey, full, *REFINE).reshape(-1, 2)
+        assert np.abs(board.find(grey).image - want).max() < 0.01, path.name
+
+
 def test_a_charuco_board_seen_by_a_known_camera_gives_that_camera(tmp_path):
     """ChArUco pictures rendered through a camera of known matrix and distortion: the solved intrinsics are the
     camera's, within the uncertainty the report gives."""
