@@ -14,7 +14,9 @@ correspondences: the same body point at the same moment seen by two cameras. Wit
    Steps 1-2 and the first adjustment run from several starts (MAGSAC's widest noise 2, 4 and 8 px) and the rig
    whose median error over every keypoint seen is smallest goes on: with a model's keypoints a few pixels off (a
    small person in the picture), one start can settle on a rig 1 m from the truth that explains the keypoints it
-   kept as well.
+   kept as well. A start that leaves a camera unexplained (`starts`), or a rig whose people's feet are not on one
+   floor (step 4, FLOOR_DOUBT_M), gives way to the next pair's start: a short walk seen by two cameras facing
+   each other can mislead every start of that pair.
 4. Up and the floor: the feet rest on it (a plane fitted, robustly, through each moment's lowest foot keypoints, at
    the height of the feet that rest rather than those lifting, a sole's thickness below them), up is towards the
    eyes; where the feet went along a line (one walk across the room) the floor's roll about that line is the
@@ -29,6 +31,7 @@ What is known about the result is measured: each camera's reprojection RMS, how 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import cv2
@@ -46,6 +49,9 @@ MAX_MOMENTS = 60  # moments used, evenly spread over the recording
 EYE_SHARE = 0.936  # adults' eye height over stature (anthropometric tables)
 SOLE_M = 0.025  # the heel and toe keypoints' height above the ground (the sole, the foot's roundness)
 START_PX = (2.0, 4.0, 8.0)  # the starts tried; the one that explains the keypoints best is kept
+START_PAIRS = 3  # pairs of cameras whose starts are tried in turn while the rig is doubtful
+FLOOR_DOUBT_M = 0.15  # a rig whose people's feet lie further off one floor (RMS) is doubted: 41-63 mm for right
+# rigs through the toy model's rough keypoints (under 20 mm from clean ones), 165-380 mm for wrong ones
 STRETCH_PX = 30.0  # a bone 10 % longer or shorter than its length weighs as 3 px off
 # after the first adjustment, keypoints further than this from the solution are left out: 4 px, or three times the
 # camera's median error where its model is noisier
@@ -105,21 +111,61 @@ def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[Key, tup
     if not pairs or pairs[0][0] < 30:
         raise Sapiens2StreamError("calibrate people: no two cameras saw the person at the same moments (30 "
                                   "keypoints shared at least)")  # fmt: skip
-    _, a, b = pairs[0]
-    started = [start_rig(cams, obs, a, b, start_px) for start_px in START_PX]
-    poses, points, error = min(started, key=lambda s: s[2])
-    if not np.isfinite(error):
-        raise Sapiens2StreamError(f"calibrate people: cameras {a} and {b} share keypoints but no relative pose "
-                                  "fits them (the person standing still, or seen from one place)")  # fmt: skip
-    kept = obs
-    for _ in range(2):  # keypoints the solved rig cannot explain (a model's confusion, a wrong person) go
+    placed, doubts = None, []
+    for a, b, (poses, points, error, _) in starts(cams, obs, pairs):
+        if not np.isfinite(error):
+            doubts.append(f"cameras {a} and {b} share keypoints but no relative pose fits them (the person standing "
+                          "still, or seen from one place)")  # fmt: skip
+            continue
+        fitted, poses, points, rms = refined(cams, obs, poses, points, a, refine_focal)
+        lost = [n for n in names if not np.isfinite(rms[n])]
+        if lost:
+            doubts.append(f"camera {lost[0]}: none of its keypoints agree with where the others put the person "
+                          "(record a longer walk through the room)")  # fmt: skip
+            continue
+        rig = placed_in_world(fitted, poses, points, rms, height_m, measured, len(use))
+        if rig.floor_rms_m <= FLOOR_DOUBT_M:
+            return rig
+        placed = rig if placed is None or rig.floor_rms_m < placed.floor_rms_m else placed
+    if placed is None:
+        raise Sapiens2StreamError(f"calibrate people: {doubts[0]}")
+    return placed  # the flattest floor of the rigs tried; the command warns of its doubt
+
+
+def starts(cams: dict[str, Camera], obs: dict, pairs: list[tuple[int, str, str]]) -> Iterator[tuple]:
+    """(a, b, start) in the order they are worth solving: for each pair of cameras sharing keypoints, the most first
+    (up to START_PAIRS), its start that explains the keypoints best (`start_rig`'s median error) among those that
+    leave no camera unexplained (its own median error infinite, or over OUTLIER_SPREAD times the median and
+    OUTLIER_PX); then, for the pairs with no such start, their best. A short walk seen by two cameras facing each
+    other across the room can give a pair's every start a rig that puts a third camera behind the person; another
+    pair's come out right."""
+    unsound = []
+    for shared, a, b in pairs[:START_PAIRS]:
+        if shared < 30:
+            break
+        tried = sorted((start_rig(cams, obs, a, b, start_px) for start_px in START_PX), key=lambda s: s[2])
+        sound = [s for s in tried if np.isfinite(s[3]) and s[3] <= max(OUTLIER_PX, OUTLIER_SPREAD * s[2])]
+        if sound:
+            yield a, b, sound[0]
+        else:
+            unsound.append((a, b, tried[0]))
+    yield from unsound
+
+
+def refined(cams: dict[str, Camera], obs: dict, poses: dict, points: dict, fixed: str,
+            refine_focal: bool) -> tuple[dict, dict, dict, dict]:  # fmt: skip
+    """(cameras, poses, points, RMS per camera; NaN for a camera left with no keypoints) after two rounds of leaving
+    out the keypoints the rig cannot explain (a model's confusion, a wrong person) and adjusting again;
+    `refine_focal`: the cameras' focal lengths solved too."""
+    names, kept = list(cams), obs
+    for _ in range(2):
         kept = {n: agreeing(kept[n], poses[n], points, cams[n]) for n in names}
         points = {k: v for k, v in points.items() if sum(k in kept[n] for n in names) >= 2}
-        poses, points, rms, scales = adjust(cams, kept, poses, points, a, refine_focal)
+        poses, points, rms, scales = adjust(cams, kept, poses, points, fixed, refine_focal)
         if refine_focal:  # a focal length `scale` times the given one: the normalised keypoints shrink by it
             cams = {n: with_focal(cams[n], scales[n]) for n in names}
             kept = {n: {k: xy / scales[n] for k, xy in kept[n].items()} for n in names}
-    return placed_in_world(cams, poses, points, rms, height_m, measured, len(use))
+    return cams, poses, points, rms
 
 
 def with_focal(cam: Camera, scale: float) -> Camera:
@@ -130,16 +176,18 @@ def with_focal(cam: Camera, scale: float) -> Camera:
     return replace(cam, matrix=matrix)
 
 
-def start_rig(cams: dict[str, Camera], obs: dict, a: str, b: str, start_px: float) -> tuple[dict, dict, float]:
-    """(poses, points, the median error over every keypoint seen) from one start: the pair a, b from the essential
-    matrix (MAGSAC++ with `start_px` as its widest noise), the others by PnP, then one bundle adjustment."""
+def start_rig(cams: dict[str, Camera], obs: dict, a: str, b: str,
+              start_px: float) -> tuple[dict, dict, float, float]:  # fmt: skip
+    """(poses, points, the median error over every keypoint seen, the largest of the cameras' own median errors)
+    from one start: the pair a, b from the essential matrix (MAGSAC++ with `start_px` as its widest noise), the
+    others by PnP, then one bundle adjustment."""
     names = list(cams)
     keys = sorted(obs[a].keys() & obs[b].keys())
     pa, pb = np.stack([obs[a][k] for k in keys]), np.stack([obs[b][k] for k in keys])
     threshold = start_px / float(cams[a].matrix[0, 0])
     e, mask = cv2.findEssentialMat(pa, pb, np.eye(3), cv2.USAC_MAGSAC, 0.999, threshold)
     if e is None or e.shape != (3, 3):
-        return {}, {}, np.inf
+        return {}, {}, np.inf, np.inf
     _, r, t, mask = cv2.recoverPose(e, pa, pb, np.eye(3), mask=mask)
     poses = {a: np.hstack([np.eye(3), np.zeros((3, 1))]), b: np.hstack([r, t])}
     inliers = [k for k, ok in zip(keys, mask.ravel(), strict=True) if ok]
@@ -159,9 +207,10 @@ def start_rig(cams: dict[str, Camera], obs: dict, a: str, b: str, start_px: floa
                 if len(views) >= 2:
                     points[k] = triangulate([poses[n] for n in views], [obs[n][k] for n in views])
     poses, points, _, _ = adjust(cams, obs, poses, points, a)
-    errors = [reprojection_px(poses[n], points[k], xy, cams[n]) for n in names for k, xy in obs[n].items()
-              if k in points]  # fmt: skip
-    return poses, points, float(np.median(errors))
+    errors = {n: [reprojection_px(poses[n], points[k], xy, cams[n]) for k, xy in obs[n].items() if k in points]
+              for n in names}  # fmt: skip
+    worst = max(float(np.median(e)) if e else np.inf for e in errors.values())
+    return poses, points, float(np.median([x for e in errors.values() for x in e])), worst
 
 
 def reprojection_px(pose: np.ndarray, point: np.ndarray, xy: np.ndarray, cam: Camera) -> float:
@@ -228,6 +277,7 @@ def adjust(cams, obs, poses: dict, points: dict, fixed: str,
 
     xyz = np.stack([points[k] for k in keys])
     depth = np.array([np.median(xyz[row_point[row_cam == i]] @ poses[n][2, :3] + poses[n][2, 3])
+                      if np.any(row_cam == i) else 1.0
                       for i, n in enumerate(order)])  # each camera's typical distance to the points  # fmt: skip
     typical = np.array([np.median(np.linalg.norm(xyz[link_a[link_bone == i]] - xyz[link_b[link_bone == i]], axis=1))
                         if np.any(link_bone == i) else 1.0 for i in range(len(bone_ends))])  # fmt: skip
@@ -261,7 +311,8 @@ def adjust(cams, obs, poses: dict, points: dict, fixed: str,
     rotations, translations, pts = unpack(fit.x)
     placed = {n: np.hstack([rotations[i], translations[i][:, None]]) for i, n in enumerate(order)}
     err = np.sum(fit.fun[: 2 * len(rows)].reshape(-1, 2) ** 2, axis=1)
-    rms = {n: float(np.sqrt(err[row_cam == i].mean())) for i, n in enumerate(order)}
+    rms = {n: float(np.sqrt(err[row_cam == i].mean())) if np.any(row_cam == i) else float("nan")
+           for i, n in enumerate(order)}  # NaN: a camera left with none of its keypoints
     scales = np.exp(fit.x[n_fixed:]) if refine_focal else np.ones(len(order))
     return placed, dict(zip(keys, pts, strict=True)), rms, dict(zip(order, scales.tolist(), strict=True))
 
