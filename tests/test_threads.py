@@ -7,6 +7,7 @@ import os
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 from sapiens2_stream.config import from_dict
 from sapiens2_stream.console.pipeline_backend import PipelineConsole
@@ -22,6 +23,14 @@ CAMERA = "lavfi:testsrc2=size=320x240:rate=10,realtime"
 
 def task_ids() -> set[int]:
     return {int(t) for t in os.listdir("/proc/self/task")}
+
+
+def thread_name(tid: int) -> str:
+    """A thread's own name (Python's, or what a native library calls it), or "?" once it has ended."""
+    try:
+        return Path(f"/proc/self/task/{tid}/comm").read_text().strip()
+    except OSError:
+        return "?"
 
 
 def get(url: str) -> bytes:
@@ -58,9 +67,13 @@ def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
         seen, stop = task_ids(), threading.Event()
         new: set[int] = set()
 
+        names: dict[int, str] = {}  # what each new thread calls itself, for the message
+
         def watch() -> None:
             while not stop.is_set():
-                new.update(task_ids() - seen)
+                for tid in task_ids() - seen - new:
+                    names[tid] = thread_name(tid)
+                    new.add(tid)
                 time.sleep(0.001)
 
         watcher = threading.Thread(target=watch, name="test-watch")
@@ -80,7 +93,8 @@ def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
         pipeline.request_stop()
         runner.join(60)
     assert frames >= 20  # the cameras ran through the window
-    assert new - {watcher_id} == set(), f"{len(new - {watcher_id})} threads started during {frames} frames"
+    started = sorted(names[tid] for tid in new - {watcher_id})
+    assert not started, f"{len(started)} threads started during {frames} frames: {started}"
     # the census: every thread of ours by what it does, the rest native
     for kind in ("stream-cam1", "stream-cam2", "sapiens2-device", "sapiens2-detect", "metrics", "MainThread"):
         assert threads.get(kind, 0) >= 1, (kind, threads)
