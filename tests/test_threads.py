@@ -65,15 +65,12 @@ def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
             get(url)
         written = sum(s.numbers.written for s in pipeline.streams)
         seen, stop = task_ids(), threading.Event()
-        new: set[int] = set()
-
-        names: dict[int, str] = {}  # what each new thread calls itself, for the message
+        new: dict[int, str] = {}  # each thread started since, by what it calls itself (for the message)
 
         def watch() -> None:
             while not stop.is_set():
-                for tid in task_ids() - seen - new:
-                    names[tid] = thread_name(tid)
-                    new.add(tid)
+                for tid in task_ids() - seen - new.keys():
+                    new[tid] = thread_name(tid)
                 time.sleep(0.001)
 
         watcher = threading.Thread(target=watch, name="test-watch")
@@ -93,7 +90,7 @@ def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
         pipeline.request_stop()
         runner.join(60)
     assert frames >= 20  # the cameras ran through the window
-    started = sorted(names[tid] for tid in new - {watcher_id})
+    started = sorted(name for tid, name in new.items() if tid != watcher_id)
     assert not started, f"{len(started)} threads started during {frames} frames: {started}"
     # the census: every thread of ours by what it does, the rest native
     for kind in ("stream-cam1", "stream-cam2", "sapiens2-device", "sapiens2-detect", "metrics", "MainThread"):

@@ -220,7 +220,7 @@ def video_clocks(cameras: dict[str, str], sync: str) -> tuple[dict, dict]:
 def cmd_calibrate_people(args: argparse.Namespace) -> int:
     from ..threed.calibration import read_calibration
     from .outputs import report_paths, write_people
-    from .people import FLOOR_DOUBT_M, calibrate_from_people
+    from .people import calibrate_from_people
     from .sightings import sightings
 
     if not 0.5 < args.height < 2.6:
@@ -264,7 +264,7 @@ def cmd_calibrate_people(args: argparse.Namespace) -> int:
                   "clock taken as it is (a walk that turns and stops shows the offset)", file=sys.stderr)  # fmt: skip
     print(f"{report['points']} points over {report['moments']} moments; the floor fitted to "
           f"{report['floor_rms_m'] * 1000:.0f} mm RMS; eyes {report['eye_height_m']:.3f} m up")  # fmt: skip
-    if placed.floor_rms_m > FLOOR_DOUBT_M:
+    if placed.doubtful:
         print(f"warning: the feet lie {placed.floor_rms_m * 1000:.0f} mm RMS off one floor in every rig tried: "
               "this one is doubtful (record a longer walk through the room, check the rig picture)",
               file=sys.stderr)  # fmt: skip

@@ -73,6 +73,11 @@ class PeoplePlaced:
     floor_rms_m: float
     footprints: np.ndarray
 
+    @property
+    def doubtful(self) -> bool:
+        """Whether the people's feet lie too far off one floor for the rig to be trusted (FLOOR_DOUBT_M)."""
+        return self.floor_rms_m > FLOOR_DOUBT_M
+
 
 def normalised(cam: Camera, pixels: np.ndarray) -> np.ndarray:
     return cv2.undistortPoints(pixels.reshape(-1, 1, 2), cam.matrix, cam.distortions).reshape(-1, 2)
@@ -124,7 +129,7 @@ def calibrate_from_people(cams: dict[str, Camera], seen: dict[str, dict[Key, tup
                           "(record a longer walk through the room)")  # fmt: skip
             continue
         rig = placed_in_world(fitted, poses, points, rms, height_m, measured, len(use))
-        if rig.floor_rms_m <= FLOOR_DOUBT_M:
+        if not rig.doubtful:
             return rig
         placed = rig if placed is None or rig.floor_rms_m < placed.floor_rms_m else placed
     if placed is None:
