@@ -53,7 +53,7 @@ def plain_loop(data: Path, steps: int) -> dict:
     people = read_pose_set(data / "keypoints.json")
     rng = np.random.default_rng(0)
     labelled = torch.from_numpy(np.flatnonzero(people.labelled))
-    pixels, heatmaps, weights, _ = heatmap_batch(
+    pixels, heatmaps, weights = heatmap_batch(
         *pose_batch(people, np.arange(len(people)), SIZE, rng, Jitter.none()), labelled, 1.5
     )
     model = random_model(tiny_config("pose")).train()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -141,41 +142,30 @@ def test_pose_learns_and_loads_in_run(synth, tmp_path):
     assert len(results) == 12 and all(len(f["people"]) == 2 for f in results)
 
 
-def test_ctrl_c_leaves_last_loadable_and_resume_goes_on(synth, tmp_path):
-    out = tmp_path / "out"
-    args = [
-        "pose",
-        "--data",
-        synth / "keypoints.json",
-        "--output",
-        out,
-        "--input-size",
-        "64x48",
-        "--batch-size",
-        4,
-        "--val-every",
-        5,
-    ]
+def start_finetune(args: list, out) -> subprocess.Popen:
+    """The real command with a batch worker, started as a shell starts a background job (SIGINT ignored, which
+    Python keeps), once it has written its first checkpoint."""
     p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sapiens2_stream.cli",
-            "finetune",
-            *map(str, args),
-            "--steps",
-            "100000",
-            "--no-progress",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+        [sys.executable, "-m", "sapiens2_stream.cli", "finetune", *map(str, args), "--steps", "100000", "--workers",
+         "1", "--no-progress"],
+        stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
     deadline = time.time() + 120
     while not (out / "resume" / "state.json").exists() and time.time() < deadline:
         time.sleep(0.2)
+    return p
+
+
+def test_ctrl_c_leaves_last_loadable_and_resume_goes_on(synth, tmp_path):
+    out = tmp_path / "out"
+    args = ["pose", "--data", synth / "keypoints.json", "--output", out, "--input-size", "64x48", "--batch-size", 4,
+            "--val-every", 5]  # fmt: skip
+    p = start_finetune(args, out)
     p.send_signal(signal.SIGINT)
+    sent = time.monotonic()
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
+    assert time.monotonic() - sent < 10, err  # the step it was on, saving last/, the workers shut down
     model = load_model(out / "last", task="pose")
     assert model.config.image_size == (64, 48)
     step = json.loads((out / "resume" / "state.json").read_text())["step"]
@@ -184,6 +174,45 @@ def test_ctrl_c_leaves_last_loadable_and_resume_goes_on(synth, tmp_path):
     assert r.returncode == 0, r.stderr
     steps = [line["step"] for line in read_jsonl(out / "metrics.jsonl")]
     assert steps[0] == 0 and steps[-1] == step + 5 and steps.count(0) == 1  # went on, did not start again
+
+
+def test_ctrl_c_waits_for_the_step_and_a_second_quits_at_once(monkeypatch):
+    from sapiens2_stream.train import ctrl_c as module
+
+    def quit_now(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(module.os, "_exit", quit_now)
+    with module.ctrl_c() as interrupt:
+        assert signal.getsignal(signal.SIGINT) == interrupt.handle
+        with pytest.raises(KeyboardInterrupt):  # outside a step: at once
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+    interrupt = module.CtrlC()
+    finished = False
+    with pytest.raises(KeyboardInterrupt):
+        with interrupt.hold():
+            interrupt.handle(signal.SIGINT, None)  # noted only
+            finished = True
+    assert finished
+    with pytest.raises(SystemExit) as quit:
+        interrupt.handle(signal.SIGINT, None)
+    assert quit.value.code == 130
+
+
+def test_a_batch_a_worker_sends_holds_nothing_the_worker_keeps(synth):
+    """Sending a CPU tensor moves its storage into shared memory in place, from the queue's feeder thread, while
+    the worker may be reading it for its next batch: so a batch must hold only what was made for it (the keypoint
+    channels were once sent with every batch and read freed memory: indices of 4e17)."""
+    from sapiens2_stream.train.batches import StepBatches
+    from sapiens2_stream.train.data import read_dense_set, read_pose_set
+
+    for data, task in ((read_pose_set(synth / "keypoints.json"), "pose"), (read_dense_set(synth, "seg", None), "seg")):
+        maker = StepBatches(data, task, (64, 48), 4, seed=3, sigma=2.0)
+        kept = [t for t in vars(maker).values() if torch.is_tensor(t)] + [maker.data.images.block]
+        kept_storages = {t.untyped_storage().data_ptr() for t in kept}
+        batch = maker[0]
+        assert batch and not kept_storages & {t.untyped_storage().data_ptr() for t in batch}, task
 
 
 @pytest.mark.parametrize(
@@ -275,11 +304,11 @@ def test_the_pose_loss_on_the_labelled_heatmaps_is_the_loss_on_all_308():
     mus = torch.from_numpy(rng.uniform(0, 12, (2, 308, 2)).astype(np.float32))
     visible = torch.from_numpy(rng.random((2, 308)) < 0.8)
     labelled = torch.arange(0, 308, 13)
-    _, some, some_w, channels = heatmap_batch(crops, mus, visible, labelled, 2.0)
+    _, some, some_w = heatmap_batch(crops, mus, visible, labelled, 2.0)
     every = torch.arange(308)
-    _, full, full_w, _ = heatmap_batch(crops, mus, visible & torch.isin(every, labelled), every, 2.0)
+    _, full, full_w = heatmap_batch(crops, mus, visible & torch.isin(every, labelled), every, 2.0)
     predicted = torch.from_numpy(rng.random((2, 308, 16, 12)).astype(np.float32))
-    assert float(heatmap_loss(predicted[:, channels], some, some_w)) == pytest.approx(
+    assert float(heatmap_loss(predicted[:, labelled], some, some_w)) == pytest.approx(
         float(heatmap_loss(predicted, full, full_w)), rel=1e-5
     )
 

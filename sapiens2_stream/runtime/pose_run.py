@@ -18,7 +18,8 @@ def pose_run(video: str, data: dict, folder: Path, device: str = "auto", progres
              origin: str = "the pose pipeline") -> Path:  # fmt: skip
     """Run `data` (a pipeline as YAML-shaped data, with `models.pose`) on `video` into `folder`: its pose model only
     (flip TTA on), no video written. A `file` detector without a path reads the video's own detections (each video
-    of several cameras has its own)."""
+    of several cameras has its own). Ctrl-C ends the run as `run`'s does, then raises KeyboardInterrupt:
+    the commands that go on from the run stop there."""
     data = copy.deepcopy(data)
     pose = (data.get("models") or {}).get("pose")
     if not pose:
@@ -39,4 +40,6 @@ def pose_run(video: str, data: dict, folder: Path, device: str = "auto", progres
         raise Sapiens2StreamError(str(e)) from None
     print(format_summary(summary), file=sys.stderr)
     save_summary(summary, config.outputs.dir)
+    if summary.get("interrupted"):  # Ctrl-C: the run folder is whole, but what was to follow from it is not done
+        raise KeyboardInterrupt
     return folder

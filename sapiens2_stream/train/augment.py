@@ -137,14 +137,15 @@ def heatmap_batch(
     sigma: float,
     downscale: int = 4,
 ) -> tuple[torch.Tensor, ...]:
-    """`pose_batch`'s output as the pose loss (`losses.loss_of`) takes it: (pixels [B, 3, H, W], heatmaps
-    [B, L, h, w] and weights [B, L] of the L keypoints `channels` the data labels, `channels`). The others weigh
+    """`pose_batch`'s output as the pose loss (`losses.loss_of`) takes it, less the channels it adds: (pixels
+    [B, 3, H, W], heatmaps [B, L, h, w] and weights [B, L] of the L keypoints `channels` the data labels; never
+    `channels` itself, which a worker keeps for its next batch and must not send). The others weigh
     nothing in the loss, so they are neither drawn nor compared: a COCO set labels 17 of the 308, and drawing all
     308 made most of a batch's work. Made on the crops' device (heatmaps are far more to copy than keypoints)."""
     h, w = crops.shape[1] // downscale, crops.shape[2] // downscale
     heatmaps, inside = gaussian_heatmaps(mus[:, channels], (h, w), sigma)
     weights = (visible[:, channels] & inside).float()
-    return normalise(crops), heatmaps * weights[..., None, None], weights, channels
+    return normalise(crops), heatmaps * weights[..., None, None], weights
 
 
 def dense_batch(

@@ -6,12 +6,26 @@ was warped out of a whole picture. Here each person's surroundings are cut out o
 than the resolution the input size needs (`cut_people`), and a `DataLoader` of worker processes builds batch `s`
 from a random generator seeded by (seed, s): the batches do not depend on how many workers there are, and
 `--resume` at step s sees the batches an unbroken run would have.
+
+The workers are started by a fork server, not forked from the trainer: a process that has run an export's
+runtime, a pipeline or a console holds native threads (ONNX Runtime's and OpenVINO's pools, PyAV's, OpenCV's),
+and a fork copies their memory and locks in whatever state they were in, with none of the threads that would
+release them. The fork server is a fresh single-threaded process that has imported this module and nothing else;
+the pictures reach the workers once, as shared memory (`SharedArrays`). And nothing a worker keeps is ever in a
+batch it sends: sending a CPU tensor moves its storage into shared memory in place, from the queue's feeder
+thread, while the worker may be reading it for the next batch (the keypoint channels were such a tensor).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import multiprocessing
+import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator
 
 import cv2
@@ -22,6 +36,7 @@ from ..models.tasks import task_spec
 from ..processing.geometry import BOX_PADDING
 from .augment import Jitter, _window, dense_batch, heatmap_batch, normalise, pose_batch
 from .data import DenseSet, PoseSet
+from .shared_arrays import SharedArrays
 from .threads import usable_cores
 
 
@@ -81,7 +96,8 @@ class StepBatches(torch.utils.data.Dataset):
             truth, Jitter.whole_picture()
         )
         self.keypoints = truth == "keypoints"
-        self.data = cut_people(data, size, self.jitter) if self.keypoints else shrink_pictures(data, size, self.jitter)
+        fitted = cut_people(data, size, self.jitter) if self.keypoints else shrink_pictures(data, size, self.jitter)
+        self.data = shared(fitted)
         self.task, self.size, self.batch_size, self.seed, self.sigma = task, size, batch_size, seed, sigma
         self.finish_on_device = False  # on CUDA the targets are made there (see `batches`)
         self.channels = torch.from_numpy(np.flatnonzero(data.labelled)) if self.keypoints else None
@@ -99,10 +115,57 @@ class StepBatches(torch.utils.data.Dataset):
         return made if self.finish_on_device else self.finish(made)
 
     def finish(self, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-        """A made batch as the task's loss takes it: normalised pixels, and heatmaps from keypoints."""
+        """A made batch as the task's loss takes it, but for the keypoint channels (`batches` adds them where the
+        step runs): normalised pixels, and heatmaps from keypoints."""
         if self.keypoints:
             return heatmap_batch(*batch, self.channels.to(batch[0].device), self.sigma)
         return normalise(batch[0]), batch[1]
+
+
+def shared(data: PoseSet | DenseSet) -> PoseSet | DenseSet:
+    """`data` with its pictures (and dense truth) in shared memory, for workers that are not forked."""
+    if isinstance(data, PoseSet):
+        return PoseSet(SharedArrays(data.images), data.image_of, data.boxes, data.keypoints, data.labelled, data.files)
+    return DenseSet(SharedArrays(data.images), SharedArrays(data.targets), data.files)
+
+
+def worker_context() -> multiprocessing.context.BaseContext | None:
+    """A fork server that has imported this module (so a worker starts in milliseconds, not the second or two of
+    importing torch and OpenCV); None off Linux and macOS, where the DataLoader's default (spawn) is used."""
+    if sys.platform not in ("linux", "darwin"):
+        return None
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])  # only until the server first starts: then it is what it is
+    return context
+
+
+def start_worker_server() -> None:
+    """Start the fork server now, without waiting for it: its imports then overlap the trainer's own start
+    (reading the data, building the model, the first validation) instead of delaying the first step."""
+    if worker_context() is not None:
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def start_worker(_: int, trainer: int) -> None:
+    """A worker leaves Ctrl-C to the trainer, which stops at the end of its step and then shuts the workers down
+    (a terminal sends SIGINT to every process of the job; a worker that died of it mid-batch would fail the step
+    the trainer is finishing). It ends itself when the trainer is gone (a second Ctrl-C, SIGKILL): its parent is
+    the fork server, which torch's DataLoader watches instead, and which waits for its children. Each worker makes
+    one batch at a time on one core."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    cv2.setNumThreads(1)
+    threading.Thread(target=end_with, args=(trainer,), daemon=True, name="trainer-watch").start()
+
+
+def end_with(pid: int) -> None:
+    while True:
+        time.sleep(1.0)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            os._exit(0)
 
 
 def batches(
@@ -112,7 +175,8 @@ def batches(
     memory and copied without waiting on CUDA. On CUDA, crops travel as bytes and keypoints, and pixels are
     normalised and heatmaps drawn there (308 heatmaps a person are far more to copy than its keypoints); on the
     CPU the workers finish the batch, off the training thread. A worker makes one batch at a time on one core
-    (torch's DataLoader gives it one thread; OpenCV's is set below)."""
+    (torch's DataLoader gives it one thread; `start_worker` sets OpenCV's). The keypoint channels are added here,
+    from this process's own tensor: they never travel."""
     cuda = device.type == "cuda"
     maker.finish_on_device = cuda
     loader = torch.utils.data.DataLoader(
@@ -122,16 +186,10 @@ def batches(
         num_workers=workers,
         pin_memory=cuda,
         prefetch_factor=2 if workers else None,
-        multiprocessing_context="fork" if workers and sys.platform == "linux" else None,  # the data shared, not sent
+        multiprocessing_context=worker_context() if workers else None,
+        worker_init_fn=functools.partial(start_worker, trainer=os.getpid()) if workers else None,
     )
-    # A forked worker that asks OpenCV's thread pool for help waits forever on threads that stayed in this process
-    # (even to set its size): the workers are forked while OpenCV runs on the calling thread only.
-    threads = cv2.getNumThreads()
-    cv2.setNumThreads(1)
-    try:
-        made = iter(loader)
-    finally:
-        cv2.setNumThreads(threads)
-    for batch in made:
+    channels = (maker.channels.to(device),) if maker.keypoints else ()
+    for batch in loader:
         moved = tuple(b.to(device, non_blocking=cuda) for b in batch)
-        yield maker.finish(moved) if cuda else moved
+        yield (*(maker.finish(moved) if cuda else moved), *channels)

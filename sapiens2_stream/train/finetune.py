@@ -18,6 +18,7 @@ import json
 import math
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -31,7 +32,8 @@ from ..models.network import Sapiens2Network
 from ..models.shapes import scale_grid
 from ..models.tasks import SIZES, task_spec
 from ..models.tiny import TINY_BACKBONE, random_model, save_released, tiny_config
-from .batches import StepBatches, batches, default_workers
+from .batches import StepBatches, batches, default_workers, start_worker_server
+from .ctrl_c import CtrlC, ctrl_c
 from .data import DenseSet, PoseSet, read_dense_set, read_pose_set
 from .evaluate import primary, scores
 from .losses import loss_of
@@ -285,9 +287,19 @@ def load_resume(out: Path, optimizer: torch.optim.Optimizer) -> dict:
     return state
 
 
+def next_batch(feed: Iterator[tuple[torch.Tensor, ...]], interrupt: CtrlC) -> tuple[torch.Tensor, ...]:
+    """The next batch; a worker lost to the same Ctrl-C (one that came before it could ignore it) is that Ctrl-C."""
+    try:
+        return next(feed)
+    except RuntimeError:
+        if interrupt.pressed:
+            raise KeyboardInterrupt from None
+        raise
+
+
 def finetune(opts: FinetuneOptions) -> dict:
     """Train; returns the last validation scores. Raises Sapiens2StreamError for bad data before training, and
-    KeyboardInterrupt after saving `last/` when interrupted."""
+    KeyboardInterrupt after saving `last/` when interrupted (Ctrl-C: `ctrl_c.py`)."""
     from tqdm import tqdm
 
     from ..runtime.device import resolve_device
@@ -299,6 +311,9 @@ def finetune(opts: FinetuneOptions) -> dict:
     data, val = split_folders(opts.data, opts.val)
     opts = replace(opts, data=data, val=val)  # training.json names the sides read
     device = resolve_device(opts.device)
+    workers = default_workers() if opts.workers is None else opts.workers
+    if workers:
+        start_worker_server()
     train, val = read_sets(opts)
     torch.manual_seed(opts.seed)
     model, size, fresh = build(opts, device)
@@ -320,7 +335,6 @@ def finetune(opts: FinetuneOptions) -> dict:
         state = load_resume(out, optimizer)
     key, sign = primary(opts.task)
     sigma = max(1.5, 6.0 * (size[1] // 4) / 192)
-    workers = default_workers() if opts.workers is None else opts.workers
     (out / "training.json").write_text(
         json.dumps(
             {**asdict(opts), "input_size": list(size), "lr": lr, "warmup": warmup, "sigma": sigma, "workers": workers},
@@ -358,48 +372,50 @@ def finetune(opts: FinetuneOptions) -> dict:
         disable=not opts.progress,
         dynamic_ncols=True,
     )
-    last_scores = validate() if state["step"] == 0 else {}  # where it starts from
     feed = batches(maker, state["step"], opts.steps, workers, device)
     share = CoreShare() if device.type == "cpu" else None
-    try:
-        while state["step"] < opts.steps:
-            step = state["step"]
-            for g in optimizer.param_groups:
-                g["lr"] = g["initial_lr"] * schedule(step, opts.steps, warmup)
-            if share and step % 10 == 0:
-                share.adjust()
-            began = time.perf_counter()
-            batch = next(feed)
-            waits.append(time.perf_counter() - began)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
-                loss = loss_of(model, opts.task, batch)
-            if not math.isfinite(loss.item()):
-                raise Sapiens2StreamError(f"step {step}: the loss is {loss.item()}; lower --lr")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)
-            optimizer.step()
-            state["step"] = step + 1
-            seen += opts.batch_size
-            losses.append(loss.item())
-            step_times.append(time.perf_counter() - began)
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.4f}", img_s=f"{seen / (time.perf_counter() - started):.0f}")
-            if state["step"] % val_every == 0 or state["step"] == opts.steps:
-                last_scores = validate()
-                value = sign * last_scores[key]
-                if state["best"] is None or value > state["best"]:
-                    state["best"] = value
-                    save_folder(model, out / "best", opts.task)
-                save_folder(model, out / "last", opts.task)
-                save_resume(out, optimizer, state)
-    except KeyboardInterrupt:
-        bar.write(f"interrupted at step {state['step']}: saving last/")
-        save_folder(model, out / "last", opts.task)
-        save_resume(out, optimizer, state)
-        raise
-    finally:
-        feed.close()  # the workers stop
-        bar.close()
-        metrics_file.close()
+    with ctrl_c() as interrupt:
+        try:
+            last_scores = validate() if state["step"] == 0 else {}  # where it starts from
+            while state["step"] < opts.steps:
+                step = state["step"]
+                for g in optimizer.param_groups:
+                    g["lr"] = g["initial_lr"] * schedule(step, opts.steps, warmup)
+                if share and step % 10 == 0:
+                    share.adjust()
+                began = time.perf_counter()
+                batch = next_batch(feed, interrupt)
+                waits.append(time.perf_counter() - began)
+                with interrupt.hold():  # a step is never torn: the model saved below is one the optimizer made
+                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
+                        loss = loss_of(model, opts.task, batch)
+                    if not math.isfinite(loss.item()):
+                        raise Sapiens2StreamError(f"step {step}: the loss is {loss.item()}; lower --lr")
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)
+                    optimizer.step()
+                    state["step"] = step + 1
+                seen += opts.batch_size
+                losses.append(loss.item())
+                step_times.append(time.perf_counter() - began)
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss.item():.4f}", img_s=f"{seen / (time.perf_counter() - started):.0f}")
+                if state["step"] % val_every == 0 or state["step"] == opts.steps:
+                    last_scores = validate()
+                    value = sign * last_scores[key]
+                    if state["best"] is None or value > state["best"]:
+                        state["best"] = value
+                        save_folder(model, out / "best", opts.task)
+                    save_folder(model, out / "last", opts.task)
+                    save_resume(out, optimizer, state)
+        except KeyboardInterrupt:
+            bar.write(f"interrupted at step {state['step']}: saving last/")
+            save_folder(model, out / "last", opts.task)
+            save_resume(out, optimizer, state)
+            raise
+        finally:
+            feed.close()  # the workers stop
+            bar.close()
+            metrics_file.close()
     return last_scores

@@ -34,6 +34,7 @@ from ..io.jsonl import read_records, source_folders
 from ..models.metadata import NUM_KEYPOINTS, keypoint_index, pose_metadata
 from ..runtime.pipeline_config import read_pipeline
 from ..runtime.pose_run import pose_run
+from .ctrl_c import ctrl_c
 from .sureness import Sureness, TrackSteadiness, sure_keypoints
 from .teacher import TEACHING_TASKS, Taught, Teacher
 
@@ -221,17 +222,18 @@ def label(opts: LabelOptions) -> dict:
     writers = {side: DatasetWriter(out / side, names) for side in ("train", "val")}
     counts = Counts()
     teachers: dict[str, Teacher] = {}
-    try:
-        for run in runs:
-            key = json.dumps(run.models, sort_keys=True)
-            if key not in teachers:
-                teachers[key] = Teacher(run.models, opts.device)
-            label_run(run, teachers[key], opts, listed, writers, counts)
-    finally:
-        for teacher in teachers.values():
-            teacher.close()
-        for writer in writers.values():
-            writer.close()
+    with ctrl_c():  # Ctrl-C: what was labelled stays (each side's keypoints.json is written); twice: at once
+        try:
+            for run in runs:
+                key = json.dumps(run.models, sort_keys=True)
+                if key not in teachers:
+                    teachers[key] = Teacher(run.models, opts.device)
+                label_run(run, teachers[key], opts, listed, writers, counts)
+        finally:
+            for teacher in teachers.values():
+                teacher.close()
+            for writer in writers.values():
+                writer.close()
     summary = {
         "teacher": {run.name: run.models for run in runs},
         "sources": {run.name: run.uri for run in runs},
