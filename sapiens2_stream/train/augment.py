@@ -16,7 +16,6 @@ import numpy as np
 import torch
 
 from ..models.metadata import pose_metadata, seg_metadata
-from ..models.tasks import task_spec
 from ..processing.dense import content_box
 from ..processing.geometry import BOX_PADDING, IMAGENET_MEAN, IMAGENET_STD
 from ..processing.targets import gaussian_heatmaps
@@ -149,14 +148,14 @@ def heatmap_batch(
 
 
 def dense_batch(
-    data: DenseSet, items: np.ndarray, task: str, size: tuple[int, int], rng: np.random.Generator, jitter: Jitter
+    data: DenseSet, items: np.ndarray, kind: str, size: tuple[int, int], rng: np.random.Generator, jitter: Jitter
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(pixels uint8 [B, H, W, 3], targets) for the pictures `items`, each fed as the pipeline feeds its task: seg
     and matting stretched to the input size (targets [B, H, W]: class ids, long, or alpha), normal and pointmap
     fitted into it and centre-padded (targets [B, H, W, 3], NaN on the padding and where truth is missing).
-    A flip swaps the part labels' sides, and mirrors the normals' and points' x."""
+    A flip swaps the part labels' sides, and mirrors the normals' and points' x. `kind` is the task's `truth`
+    (a worker process knows no task registered at run time, so it is given the kind, not the task's name)."""
     h, w = size
-    kind = task_spec(task).truth
     vectors = kind in ("normals", "points")
     swap = np.asarray(seg_metadata().flip_indices)
     pixels = np.zeros((len(items), h, w, 3), np.uint8)

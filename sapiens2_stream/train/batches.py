@@ -95,10 +95,10 @@ class StepBatches(torch.utils.data.Dataset):
         self.jitter = {"keypoints": Jitter(), "normals": Jitter.geometry(), "points": Jitter.geometry()}.get(
             truth, Jitter.whole_picture()
         )
-        self.keypoints = truth == "keypoints"
+        self.truth, self.keypoints = truth, truth == "keypoints"
         fitted = cut_people(data, size, self.jitter) if self.keypoints else shrink_pictures(data, size, self.jitter)
         self.data = shared(fitted)
-        self.task, self.size, self.batch_size, self.seed, self.sigma = task, size, batch_size, seed, sigma
+        self.size, self.batch_size, self.seed, self.sigma = size, batch_size, seed, sigma
         self.finish_on_device = False  # on CUDA the targets are made there (see `batches`)
         self.channels = torch.from_numpy(np.flatnonzero(data.labelled)) if self.keypoints else None
 
@@ -111,7 +111,7 @@ class StepBatches(torch.utils.data.Dataset):
         if self.keypoints:
             made = pose_batch(self.data, items, self.size, rng, self.jitter)
         else:
-            made = dense_batch(self.data, items, self.task, self.size, rng, self.jitter)
+            made = dense_batch(self.data, items, self.truth, self.size, rng, self.jitter)
         return made if self.finish_on_device else self.finish(made)
 
     def finish(self, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
