@@ -418,3 +418,37 @@ def test_a_board_that_looks_the_same_turned_round_is_refused_for_extrinsics(tmp_
     assert main(["calibrate", "extrinsics", *args, "--camera", f"a={tmp_path / 'a'}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "a board of 9x7 squares looks the same turned half round" in err[0]
+
+
+@needs_photos
+def test_a_phone_video_is_calibrated_in_the_upright_pixels_the_runs_see(tmp_path):
+    """A board video with a 90-degree display matrix (as phones store portrait video): the camera comes out in the
+    upright frame the runs' keypoints are in. Oracle: FFmpeg's own player turn (its command line applies the
+    display matrix), its upright frames calibrated as photos."""
+    import subprocess
+
+    import imageio_ffmpeg
+
+    from sapiens2_stream.io.options import SourceConfig
+    from sapiens2_stream.io.sources import Source
+
+    ffmpeg = [imageio_ffmpeg.get_ffmpeg_exe(), "-loglevel", "error"]
+    stored = tmp_path / "stored.mp4"
+    board_video(stored, sorted(DATA.glob("left[0-9][0-9].jpg")), 0, clap_s=None)
+    phone = tmp_path / "phone.mp4"
+    subprocess.run([*ffmpeg, "-display_rotation", "90", "-i", stored, "-c", "copy", phone], check=True)
+    (tmp_path / "upright").mkdir()
+    subprocess.run([*ffmpeg, "-i", phone, "-vf", "select=not(mod(n\\,3))", "-fps_mode", "passthrough",
+                    tmp_path / "upright" / "%02d.png"], check=True)  # fmt: skip
+    cameras = {}
+    for name, spec in (("phone", phone), ("upright", tmp_path / "upright"), ("stored", stored)):
+        out = tmp_path / f"{name}.toml"
+        assert calibrate("--corners", "9x6", "--square", "0.025", "--camera", f"{name}={spec}",
+                         "--output", str(out)) == 0  # fmt: skip
+        cameras[name] = read_calibration(out)[name]
+    phone, upright, stored = cameras["phone"], cameras["upright"], cameras["stored"]
+    run_frame = next(Source(SourceConfig(uri=str(tmp_path / "phone.mp4"))).frames()).rgb
+    assert tuple(phone.size) == tuple(upright.size) == (run_frame.shape[1], run_frame.shape[0]) == (480, 640)
+    assert np.allclose(phone.matrix[:2, 2], upright.matrix[:2, 2], atol=1.0), (phone.matrix, upright.matrix)
+    assert np.allclose(np.diag(phone.matrix)[:2], np.diag(upright.matrix)[:2], rtol=0.005)
+    assert np.allclose(np.diag(phone.matrix)[:2], np.diag(stored.matrix)[1::-1], rtol=0.005)  # fx, fy swap places

@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import av
 import cv2
 import numpy as np
 
 from ..errors import Sapiens2StreamError
+from ..io.pyav import av
+from ..io.upright import display_orientation, pixel_aspect, square_pixels
 from .boards import Board, Found
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -99,6 +100,8 @@ def pictures(spec: str, candidates: int = 120, clock: Clock | None = None) -> It
 
 
 def video_frames(path: Path, candidates: int, clock: Clock | None = None) -> Iterator[tuple[str, int, np.ndarray]]:
+    """The sampled frames in grey, as the runs see the video (`io.upright`: square pixels, then turned upright by
+    its display matrix): a phone video's cameras are then calibrated in the pixels its keypoints come in."""
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
@@ -106,10 +109,12 @@ def video_frames(path: Path, candidates: int, clock: Clock | None = None) -> Ite
             stream = container.streams.video[0]
             stream.thread_type = "AUTO"
             stride = max(1, (stream.frames or candidates) // candidates)
+            sar, turn = pixel_aspect(stream.codec_context.sample_aspect_ratio), None
             for index, frame in enumerate(container.decode(stream)):
+                turn = turn or display_orientation(frame)  # read once: see display_orientation
                 moment = (index if index % stride == 0 else None) if clock is None else clock.moment(frame.time or 0)
                 if moment is not None:
-                    yield f"frame {index}", moment, frame.to_ndarray(format="gray")
+                    yield f"frame {index}", moment, turn.apply(square_pixels(frame.to_ndarray(format="gray"), sar))
     except av.FFmpegError as e:
         raise Sapiens2StreamError(f"{path}: cannot read this video ({e})") from None
 
