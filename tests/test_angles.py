@@ -440,6 +440,7 @@ def test_a_camera_groups_people_get_3d_angles_through_triangulation(tmp_path):
     print("mean error through triangulation (degrees):", mean)
     assert all(v < 3.0 for v in mean.values()), mean
     assert (tmp_path / "out" / "3d" / "angles" / "person_0001_angles_3d.mot").exists()
+    assert not (tmp_path / "out" / "3d" / "angles" / "person_0001_angles_2d.mot").exists()  # no 2-D angle: no file
     assert main(["angles", str(tmp_path / "out"), "--filter", "none", "--output", str(tmp_path / "again")]) == 0
     again = read_jsonl(tmp_path / "again" / "3d" / "angles" / "angles.jsonl")
     assert [r["people"][0]["angles"]["3d"] for r in again] == [r["people"][0]["angles"]["3d"] for r in records]

@@ -304,6 +304,61 @@ def test_a_run_with_calibrated_sources_writes_its_moments(tmp_path, tiny_dir):
     assert {"sapiens2_3d_people", "sapiens2_3d_latency_ms", "sapiens2_3d_moments_missing"} <= set(families)
 
 
+def test_a_group_stage_runs_on_its_own_thread_and_one_that_fails_is_left_out(tmp_path, tiny_dir, monkeypatch, caplog):
+    """The group stages never run inside a camera's write or on the event loop, and one that raises (group_angles
+    at its third moment) is said once and left out: write_3d after it still writes every moment, each camera's
+    own outputs go on to their end and are charged nothing, and the summary's errors (exit 3) name the stage."""
+    import threading
+
+    from sapiens2_stream.config import from_dict
+    from sapiens2_stream.io.synthetic import make_clip
+    from sapiens2_stream.runtime.pipeline import Pipeline
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
+    from sapiens2_stream.runtime.stages.group_angles import GroupAngles
+    from sapiens2_stream.runtime.stages.write_3d import Write3D
+    from sapiens2_stream.threed.calibration import write_calibration
+
+    threads, calls = set(), []
+
+    def breaks(self, state, moment):
+        threads.add(threading.current_thread().name)
+        calls.append(moment.time_s)
+        if len(calls) == 3:
+            raise ValueError("no such joint")
+
+    def writes(self, state, moment, write=Write3D.__call__):
+        threads.add(threading.current_thread().name)
+        write(self, state, moment)
+
+    monkeypatch.setattr(GroupAngles, "__call__", breaks)
+    monkeypatch.setattr(Write3D, "__call__", writes)
+    clip = tmp_path / "walk.mp4"
+    make_clip(clip, frames=6, size=(240, 320), people=1)
+    write_calibration(tmp_path / "Calib.toml", S.rig(2))
+    cfg = from_dict(PipelineConfig, {
+        "sources": [{"name": "cam1", "uri": str(clip)}, {"name": "cam2", "uri": str(clip)}],
+        "detector": {"type": "full_frame"},
+        "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96]}},
+        "outputs": {"dir": str(tmp_path / "out"), "video": {"enabled": False}},
+        "threed": {"calibration": str(tmp_path / "Calib.toml")},
+        "angles": {"enabled": True},
+    })  # fmt: skip
+    with caplog.at_level("ERROR", logger="sapiens2_stream"):
+        summary = Pipeline(cfg).run()
+    assert threads == {"group-stages"}
+    assert len(calls) == 3  # off after its failure
+    lines = (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()
+    assert len(lines) == 6
+    for camera in ("cam1", "cam2"):
+        assert len((tmp_path / "out" / camera / "results.jsonl").read_text().splitlines()) == 6
+        assert summary["sources"][camera]["errors"] == []
+    assert [(e["stage"], e["error"], e["moment"]) for e in summary["errors"]] == [
+        ("group_angles", "ValueError: no such joint", 3)
+    ]
+    said = [r.getMessage() for r in caplog.records if "group_angles" in r.getMessage()]
+    assert len(said) == 1 and "no such joint" in said[0]
+
+
 def test_file_cameras_are_put_in_step_by_their_soundtracks(tmp_path, tiny_dir):
     """Two files of one take; the second camera started 0.4 s late, so its clap comes 0.4 s earlier in its file.
     `threed.sync: auto` finds the offset from the soundtracks and pairs each of its frames with the first camera's

@@ -41,17 +41,17 @@ def write_mot(path: Path, times: np.ndarray, names: tuple, values: np.ndarray) -
 
 
 def write_track(folder: Path, track_id: int, rows: list, cfg: AnglesConfig, fps: float) -> list[Path]:
-    """A track's files in `folder`: person_NNNN_angles_2d.mot, _angles_3d.mot (where it was in metres), .csv and
-    .png. Returns the paths written."""
-    if not rows:
+    """A track's files in `folder`: person_NNNN_angles_2d.mot (where it was seen in pixels), _angles_3d.mot (where
+    it was in metres), .csv and .png; no file of a kind it has no angle of (a camera group's people have no 2-D
+    angles). Returns the paths written."""
+    flat, deep = series(rows, 3, len(NAMES_2D)), series(rows, 4, len(NAMES_3D))
+    kinds = [(kind, names, offline(raw, cfg, fps), raw) for kind, names, raw in (("2d", NAMES_2D, flat),
+             ("3d", NAMES_3D, deep)) if rows and not np.isnan(raw).all()]  # fmt: skip
+    if not kinds:
         return []
     folder.mkdir(parents=True, exist_ok=True)
     stem = folder / f"person_{track_id:04d}_angles"
     times = np.array([r[0] for r in rows])
-    flat, deep = series(rows, 3, len(NAMES_2D)), series(rows, 4, len(NAMES_3D))
-    kinds = [("2d", NAMES_2D, offline(flat, cfg, fps), flat)]
-    if not np.isnan(deep).all():
-        kinds.append(("3d", NAMES_3D, offline(deep, cfg, fps), deep))
     written = []
     for kind, names, values, _ in kinds:
         write_mot(stem.with_name(f"{stem.name}_{kind}.mot"), times, names, values)

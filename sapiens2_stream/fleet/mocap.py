@@ -11,8 +11,6 @@ keep the nodes' clocks in step (NTP), or the moments pair the wrong frames.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from dataclasses import replace
 
 from ..runtime.live_mocap import LiveMocap, result_view
@@ -33,13 +31,10 @@ class MocapHub:
         ctx = replace(group_context(cfg), rates=rates, interrupted=lambda: True)  # a fleet is stopped
         self.stages = GroupStages(stages, cfg, ctx)
         self.mocap: LiveMocap = self.stages.state("triangulate")
-        loop = asyncio.new_event_loop()
-        (waker,) = self.stages.started(None)  # moments whose cameras went silent still come out
-        self.thread = threading.Thread(target=loop.run_until_complete, args=(waker,), name="mocap-waker", daemon=True)
-        self.thread.start()
+        self.stages.start()  # polled there: moments whose cameras went silent still come out
 
     def add_frame(self, camera: str, live: bool, wall_s: float, pts_s: float, keypoints, scores, lifted=None) -> None:
-        self.mocap.add_frame(camera, live, wall_s, pts_s, keypoints, scores, lifted)
+        self.mocap.add_frame(camera, live, wall_s, pts_s, keypoints, scores, lifted)  # under the state's lock
 
     def report(self) -> dict:
         """For the driver: the latest moment (the console's 3-D view), its figures and the summary (/metrics)."""
@@ -48,7 +43,6 @@ class MocapHub:
     def close(self) -> dict:
         """The last moments made and every file complete (the per-person tracks too); the summary."""
         self.stages.ending()
-        self.thread.join(timeout=1.0)
         self.stages.ended()
         return self.mocap.summary()
 

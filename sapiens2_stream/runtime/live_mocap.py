@@ -34,7 +34,6 @@ from ..threed import Triangulator
 from ..threed.calibration import read_calibration
 from ..threed.options import ThreeDConfig
 
-WAKE_S = 0.005  # how often waiting moments are looked at when no camera says anything
 
 def triangulation_group(t: ThreeDConfig, sources: Sequence[SourceConfig]) -> list[str]:
     """The sources (`sources:`) triangulated together: `threed.cameras`, else every source the calibration names
@@ -119,7 +118,6 @@ class LiveMocap:
         kinds = {s.name: source_kind(s) for s in sources}
         self.live = {name: kinds.get(name) in LIVE_KINDS for name in group}  # a file lags, never stalls: wait for it
         self.closed: set[str] = set()
-        self.running = False
         self.lock = threading.Lock()
         self.moments = 0
         self.ids: set[int] = set()  # every person triangulated
@@ -130,15 +128,6 @@ class LiveMocap:
         self.latency_ms: deque[float] = deque(maxlen=1000)
         self.last = {"people": 0, "views_per_person": 0.0, "error_px": float("nan")}  # the latest moment, for /metrics
         self.latest: dict | None = None  # the latest moment's record, for the console's 3-D view
-
-    async def waker(self) -> None:
-        """Moments whose cameras all went silent still come out, `max_skew_s` + `WAKE_S` late at most."""
-        import asyncio
-
-        self.running = True
-        while self.running:
-            await asyncio.sleep(WAKE_S)
-            self.poll()
 
     def source_closed(self, camera: str) -> None:
         with self.lock:
@@ -179,7 +168,6 @@ class LiveMocap:
 
     def flush(self) -> None:
         """Every moment still waiting, with what there is (the end of input)."""
-        self.running = False
         with self.lock:
             self._make_ready(np.inf)
 

@@ -5,8 +5,10 @@
       -> detect  (one detector thread)
       -> track   (each stream's tracker)
       -> infer   (one device thread: crops, batched Sapiens2 forwards, flip TTA, decoding)
-      -> each stream's writer, in frame order: temporal -> smooth -> threed -> events -> write (sinks, observers)
-      -> across sources, once per run: triangulate -> write_3d (a calibrated group), pose2sim (at the end)
+      -> each stream's writer, in frame order: temporal -> smooth -> threed -> angles -> events -> write (sinks,
+         observers)
+      -> across sources, once per run: triangulate -> group_angles -> write_3d (a calibrated group), pose2sim (at
+         the end)
 
 Detection of the next batch overlaps inference of the current one. Files run at full batches for throughput.
 Live sources are served freshest first: frames are taken just before the models free up (so they have not aged
@@ -468,7 +470,8 @@ class Pipeline:
             "threads": self.thread_census,  # by kind, as the run ended
             "engine_notes": self.engine.events,  # what the device thread had to do (out of memory: batch halved)
             "events": self.engine.events,  # the old name of engine_notes, kept one release
-            "errors": [{"source": label, **e} for label, src in per_source.items() for e in src["errors"]],
+            "errors": [{"source": label, **e} for label, src in per_source.items() for e in src["errors"]]
+            + (self.cross.errors if self.cross is not None else []),  # a group stage's: {stage, error, moment}
             **(self.cross.summary() if self.cross is not None else {}),
         }
 

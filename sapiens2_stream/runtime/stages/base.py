@@ -17,11 +17,11 @@ with `after:`. Every stage has the same four parts whatever it does:
 
 Three scopes. `batch` stages (take, detect, track, infer) work on micro-batches of frames from every source, on the
 pipeline's loop (they are awaited; their state is the run's, opened once). `source` stages (temporal, smooth,
-threed, events, write, and users' own) work on one source's results in frame order on that source's writer
+threed, angles, events, write, and users' own) work on one source's results in frame order on that source's writer
 thread; the runner (`stages.runner.SourceStages`) owns their order, timing, replay and failures: a stage that
 raises for one source is said once, counted, and left out for that source from then on (`summary.json`
 `errors`, /metrics, the console), while that source's other stages and every other source go on. `group` stages
-(triangulate, write_3d, pose2sim) work across sources, once per run, after every source's own stages
+(triangulate, group_angles, write_3d, pose2sim) work across sources, once per run, after every source's own stages
 (`stages.group.GroupStages`): one takes the sources' results (`offer`) and makes moments (the people of a
 calibrated camera group in metres), which pass through the group stages after it in order (`__call__`), so a
 later stage can add to a moment before it is written.
@@ -80,8 +80,9 @@ class GroupStage(Stage):
     """The base of the cross-source stages: opened once per run with their section, a `GroupContext` and
     `emit(moment)` (what passes a moment to the group stages after it); `offer(state, result, label, live)` takes
     each source's results after its own stages, `__call__(state, moment)` each moment an earlier group stage made.
-    The run's hooks (`started`, `source_closed`, `ending`) let a stage make moments on time; `close` ends it with
-    the run."""
+    The run's hooks (`poll` when nothing came for a few milliseconds, `source_closed`, `ending`) let a stage make
+    moments on time; `close` ends it with the run. All of them are called on the group stages' own thread
+    (`stages.group`), one at a time."""
 
     scope: ClassVar[Scope] = "group"
 
@@ -94,8 +95,8 @@ class GroupStage(Stage):
     def __call__(self, state, moment) -> None:
         pass
 
-    def started(self, state) -> list:
-        return []
+    def poll(self, state) -> None:
+        pass
 
     def source_closed(self, state, label: str) -> None:
         pass

@@ -1,63 +1,129 @@
-"""The runner of the cross-source (`group`) stages: once per run, after every source's own stages.
+"""The runner of the cross-source (`group`) stages: once per run, after every source's own stages, on a thread of
+their own.
 
 It watches the run as an observer: each result a source wrote is offered to the group stages that take results
 (`offer`; triangulate: the cameras of a calibrated group); a moment one of them makes (`emit`) passes through the
 group stages after it in `ORDER`, so a stage placed between triangulate and write_3d sees each moment before it is
 written. A fleet's hub runs the same runner on the results its workers send (`fleet.mocap`).
+
+Every call into a group stage happens on the runner's thread (`group-stages`): the sources' writer threads and the
+event loop only queue what happened (a result offered, a source closed), so a slow or failing group stage never
+holds a camera's own outputs or the loop. When nothing comes for `WAKE_S` the stages are polled (`poll`: moments
+whose cameras went silent still come out). A stage that raises is said once (one line; the traceback with
+--debug), counted in the summary's `errors` (so the run exits 3), and left out from then on; the stages after it
+still get every moment and every source's outputs go on to their end. Its close still runs, once.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
+import threading
+import traceback
+
 from ..observer import Observer
 from .context import GroupContext, options_of
 
+log = logging.getLogger("sapiens2_stream")
+
+WAKE_S = 0.005  # how often the stages are polled when nothing comes
+END = object()
+
 
 class GroupStages(Observer):
-    """The enabled group stages of a run, in order, and their states."""
+    """The enabled group stages of a run, in order, their states and the thread they run on."""
 
     def __init__(self, stages: list, cfg, ctx: GroupContext) -> None:
         """`stages`: the enabled group stages in order, each opened with its own section of the run's
         configuration `cfg` and the run's context `ctx`."""
         self.stages = stages
         self.states: dict[str, object] = {}
+        self.errors: list[dict] = []  # {stage, error, moment}: the stages that failed (each off since)
+        self.failed: set[str] = set()
+        self.moments = 0  # moments made so far (where a failure happened)
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
         for i, stage in enumerate(stages):
             emit = lambda moment, after=i + 1: self.pass_on(after, moment)  # noqa: E731
             self.states[stage.name] = stage.open(options_of(stage, cfg), ctx, emit)
-
-    def pass_on(self, start: int, moment) -> None:
-        """A moment made by the stage before `start`, through the stages from `start` on."""
-        for stage in self.stages[start:]:
-            stage(self.states[stage.name], moment)
 
     def state(self, name: str):
         """A group stage's state (None when it does not run): the console and /metrics read triangulate's."""
         return self.states.get(name)
 
+    def start(self) -> None:
+        """Start the stages' thread (once)."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._work, name="group-stages", daemon=True)
+            self.thread.start()
+
     def offer(self, result, label: str, live: bool) -> None:
-        """A source's result, from anywhere (a run's writer thread, a fleet hub's caller)."""
-        for stage in self.stages:
-            stage.offer(self.states[stage.name], result, label, live)
+        """A source's result, from anywhere (a run's writer thread, a fleet hub's caller): queued for the stages."""
+        self.inbox.put(("offer", result, label, live))
+
+    def pass_on(self, start: int, moment) -> None:
+        """A moment made by the stage before `start` (on the stages' thread), through the stages from `start` on."""
+        self.moments += 1
+        for stage in self.stages[start:]:
+            self._call(stage, "__call__", moment)
+
+    def _work(self) -> None:
+        while True:
+            try:
+                job = self.inbox.get(timeout=WAKE_S)
+            except queue.Empty:
+                job = ("poll",)
+            if job is END:
+                return
+            method, *args = job
+            for stage in self.stages:
+                self._call(stage, method, *args)
+
+    def _call(self, stage, method: str, *args) -> None:
+        if stage.name in self.failed:
+            return
+        try:
+            getattr(stage, method)(self.states[stage.name], *args)
+        except Exception as e:
+            self._fail(stage, e)
+
+    def _fail(self, stage, error: Exception) -> None:
+        self.failed.add(stage.name)
+        message = f"{type(error).__name__}: {error}"
+        self.errors.append({"stage": stage.name, "error": message, "moment": self.moments})
+        log.error("group stage %s failed after %d moments: %s (the stage is off for the rest of the run; the sources "
+                  "and the other stages go on)", stage.name, self.moments, message)  # fmt: skip
+        log.debug("".join(traceback.format_exception(error)))
 
     # ------------------------------------------------------------------------------------------- observer
 
     def started(self, pipeline) -> list:
-        return [task for stage in self.stages for task in stage.started(self.states[stage.name])]
+        self.start()
+        return []
 
     def result(self, result, stream) -> None:
         self.offer(result, stream.label, stream.live)
 
     def source_closed(self, stream) -> None:
-        for stage in self.stages:
-            stage.source_closed(self.states[stage.name], stream.label)
+        self.inbox.put(("source_closed", stream.label))
 
     def ending(self) -> None:
-        for stage in self.stages:
-            stage.ending(self.states[stage.name])
+        self.inbox.put(("ending",))
 
     def ended(self) -> None:
-        """Every stage closed in order (triangulate's last moments pass on before write_3d closes its files)."""
+        """What was queued done, then every stage closed in order (triangulate's last moments pass on before
+        write_3d closes its files): a failing close is said and counted, the others still close."""
+        self.inbox.put(END)
+        if self.thread is not None:
+            self.thread.join()
+        else:  # never started (a run stopped before its first frame): what was queued is done here
+            self._work()
         for stage in self.stages:
-            stage.close(self.states[stage.name])
+            try:
+                stage.close(self.states[stage.name])
+            except Exception as e:
+                if stage.name not in self.failed:
+                    self._fail(stage, e)
 
     def summary(self) -> dict:
         out: dict = {}

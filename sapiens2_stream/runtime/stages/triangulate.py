@@ -29,14 +29,11 @@ class Triangulate(GroupStage):
     def offer(self, state: LiveMocap, result, label: str, live: bool) -> None:
         state.result(result, label, live)
 
-    def started(self, state: LiveMocap) -> list:
-        return [state.waker()]
+    def poll(self, state: LiveMocap) -> None:
+        state.poll()  # moments whose cameras all went silent still come out
 
     def source_closed(self, state: LiveMocap, label: str) -> None:
         state.source_closed(label)
-
-    def ending(self, state: LiveMocap) -> None:
-        state.running = False
 
     def close(self, state: LiveMocap) -> None:
         state.flush()  # the moments still waiting, passed on before the stages after this one close
