@@ -1,5 +1,5 @@
-"""The `sapiens2-stream` command line: run | batch | export | validate | list | schema | demo | finetune | synth |
-models.
+"""The `sapiens2-stream` command line: one sub-command per verb (`sapiens2-stream --help` lists them), each one's
+options beside it (here, or in its package's `cli` module: training, calibration, angles, exports).
 
 Exit codes: 0 done, 2 usage or configuration error, 1 runtime failure, 3 done but a stage failed for a source (it
 was left out for that source, the rest ran: `summary.json` `errors` says which), 130 interrupted (outputs

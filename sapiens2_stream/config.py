@@ -1,11 +1,12 @@
 """The pipeline YAML: schema, loading, overrides and error messages that name the key and the fix.
 
-The schema is the dataclasses below (pydantic dataclasses: types, bounds, `extra="forbid"`); `from_dict` validates
+The schema is made of sections that each package declares beside its code (`@section`, `declare`; pydantic
+dataclasses: types, bounds, `extra="forbid"`) and `runtime/pipeline_config.py` assembles; `from_dict` validates
 a parsed YAML mapping against them with pydantic, strictly as JSON Schema reads it (no string taken for a number),
 and says the first problem in one line: the dotted key, what was expected, a did-you-mean for unknown keys. The
 same models give the JSON Schema (`sapiens2-stream schema`, `sapiens2_stream.schema`) and the docs' YAML
-reference. YAML is read with the safe loader only; `${VAR}`-free: what the file says is what runs.
-"""
+reference. YAML is read with the safe loader only; `${VAR}` in a string is the environment variable (`expand_env`:
+secrets stay out of the file), and a variable that is not set is an error, never an empty string."""
 
 from __future__ import annotations
 

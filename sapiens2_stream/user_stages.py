@@ -26,7 +26,7 @@ class StageConfig:
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]  # the stage's name (times, errors)
     use: str  # module:Class (importable) or path/to/file.py:Class
-    after: str = "events"  # the stage it follows: infer, temporal, smooth, threed, events, write or one of yours
+    after: str = "events"  # the stage it follows: infer, a stage of each source's (`list stages`) or one of yours
     options: dict[str, Any] = field(default_factory=dict)  # given to the class: Class(**options), or Class(options)
     # checked against its `Options` dataclass / model when it has one
 

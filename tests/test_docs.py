@@ -66,3 +66,21 @@ def test_the_site_builds_strictly(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     pages = {p.relative_to(tmp_path / "site").as_posix() for p in (tmp_path / "site").rglob("index.html")}
     assert {"reference/yaml/index.html", "console/index.html", "python-api/index.html"} <= pages
+
+
+def test_the_layer_table_and_the_stage_order_told_in_prose_are_the_checked_ones():
+    """how-it-runs.md's layer table is import-linter's contract, row for row, and the order the stages package
+    tells is `ORDER`: prose that drifted from the code once (a layer and a stage missing)."""
+    import tomllib
+
+    import sapiens2_stream.runtime.stages as stages
+    from sapiens2_stream.runtime.stages.base import ORDER
+
+    (contract,) = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    names = [{part.strip().removeprefix("sapiens2_stream.") for part in row.split("|")} for row in contract["layers"]]
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", (ROOT / "docs" / "how-it-runs.md").read_text(), re.M)
+    told = {int(n): {re.match(r"\s*`([a-z_]+)(?:\.py|/)`", part)[1] for part in row.split("\\|")} for n, row in rows}
+    assert [told[n] for n in sorted(told, reverse=True)] == names
+    arrows = "".join(re.findall(r"->[^\n]*", stages.__doc__))
+    chain = re.findall(r"-> ([a-z_0-9]+)", re.sub(r"\([^)]*\) ", "", arrows))
+    assert ["take", *chain] == list(ORDER)

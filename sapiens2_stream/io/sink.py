@@ -1,9 +1,8 @@
 """The base of every output (a sink) and what several kinds share: how a record rounds its numbers.
 
-Every sink writes as results arrive and finishes its output on `close`. The kinds live in their own modules
-(io.jsonl, io.video_sinks, io.display, io.restream, io.mqtt, io.segments, io.track_files), each importing only this
-one; io.outputs assembles them from the configuration.
-"""
+Every sink writes as results arrive and finishes its output on `close`. Each kind lives in a module of its own in
+this package (`sapiens2-stream list sinks` names them) and builds on this one; io.outputs assembles them from the
+configuration."""
 
 from __future__ import annotations
 

@@ -81,6 +81,11 @@ class StageTimes:
         if self.observer is not None:
             self.observer(name, ms_per_frame, batch)
 
+    def batch_size(self, name: str, size: int) -> None:
+        """A batch size measured outside a stage's timing (the people of a micro-batch)."""
+        with self.lock:
+            self.batch_sizes[name].append(size)
+
     def snapshot(self) -> dict:
         with self.lock:
             stage_ms, batch_sizes = dict(self.stage_ms), dict(self.batch_sizes)

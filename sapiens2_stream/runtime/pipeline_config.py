@@ -113,7 +113,7 @@ def assembled_config() -> type:
 
 
 PipelineConfig = assembled_config()
-OutputsConfig = type(PipelineConfig().outputs)
+
 
 def load_config(
     path: str | Path | None,

@@ -29,11 +29,6 @@ def pck(pred: np.ndarray, truth: np.ndarray, boxes: np.ndarray, threshold: float
     return float((err[labelled] < threshold).mean())
 
 
-def mean_error_px(pred: np.ndarray, truth: np.ndarray) -> float:
-    labelled = truth[..., 2] > 0
-    return float(np.linalg.norm(pred[..., :2] - truth[..., :2], axis=-1)[labelled].mean())
-
-
 def left_right_swaps(pred: np.ndarray, truth: np.ndarray, boxes: np.ndarray, pairs) -> float:
     """Share of left/right pairs, both labelled and apart by more than a tenth of the box (a clear case), whose
     prediction is nearer the swapped truth than the truth."""

@@ -49,7 +49,7 @@ class Infer(Stage):
         planner.observe(time.perf_counter() - start, n)
         people = sum(len(i.people) for i in items)
         if people:
-            run.times.batch_sizes["people"].append(people)
+            run.times.batch_size("people", people)
         for item, result in zip(items, running.result(), strict=True):
             result.ended_tracks = item.ended
             item.stream.deliver(result)
