@@ -43,6 +43,7 @@ import numpy as np
 
 from .config import DEFAULT_FPS, Mode, Switch, from_dict, parse_yaml, section, set_value
 from .errors import Sapiens2StreamError
+from .io.outputs import SINKS
 from .io.records import jsonl_record
 from .io.sink import best_keypoints
 from .io.sources import Feed, forget_feed, register_feed
@@ -52,6 +53,7 @@ from .runtime.options import temporal_outputs
 from .runtime.pipeline import Pipeline, load_models
 from .runtime.pipeline_config import config_from
 from .runtime.results import FrameResult
+from .runtime.stages import REGISTRY
 
 
 @section
@@ -75,11 +77,13 @@ class ApiOptions:
     set: dict[str, Any] = field(default_factory=dict)  # any other YAML key: {"dotted.key": value}
 
 END = object()
-NOTHING_WRITTEN = {  # output=None: the sinks that would write files stay off
-    "outputs.video.enabled": False, "outputs.jsonl.enabled": False, "outputs.matting.composite": False,
-    "outputs.geometry.normals_video": False, "outputs.geometry.depth_video": False, "threed.formats": [],
-    "angles.files": False,
-}  # fmt: skip
+
+
+def nothing_written() -> dict[str, Any]:
+    """output=None: the settings under which no stage and no output writes a file, as each declares them (its
+    `files_off`), so a new one that writes files is off here by its own declaration."""
+    declared = [*REGISTRY.values(), *SINKS.values()]
+    return {f"{d.section}.{key}": value for d in declared for key, value in d.files_off.items()}
 
 
 @dataclass
@@ -141,7 +145,9 @@ class Sapiens2:
         """`tasks` (default: the pipeline's models, else pose) at `size`, or `models={task: source}`; the other
         options as in the module's docstring."""
         self.base = options_to_data(tasks, size, pipeline, options)
-        self.cfg = config_from(copy.deepcopy(self.base), source="placeholder.mp4")
+        # The models' configuration, checked as far as it goes without the sources (each call's own): a take's
+        # Pose2Sim project needs its cameras, which come with `stream([...])`.
+        self.cfg = config_from(copy.deepcopy(self.base), ["outputs.pose2sim.enabled=false"], source="placeholder.mp4")
         self.loaded = load_models(self.cfg)
 
     def close(self) -> None:
@@ -206,7 +212,7 @@ class Run:
                                                    else [source])]  # fmt: skip
         self.temporary = None if output else tempfile.TemporaryDirectory(prefix="sapiens2-api-")
         data = copy.deepcopy(session.base)
-        for key, value in {**({} if output else NOTHING_WRITTEN), **overrides}.items():
+        for key, value in {**({} if output else nothing_written()), **overrides}.items():
             set_value(data, key, value)
         cfg = config_from(data, (), uris if len(uris) > 1 else uris[0], output or self.temporary.name)
         self.keep_frames, self.callback, self.latest = keep_frames, callback, buffer == "latest"

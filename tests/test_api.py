@@ -72,6 +72,31 @@ def test_several_sources_and_frames_from_the_callers_own_code(tiny_dir, clip):
     assert frames[0].plot().shape == (240, 320, 3)
 
 
+def test_a_takes_pose2sim_project_from_the_api_is_the_command_lines(tmp_path, tiny_dir, clip):
+    """`stream([two cameras], pipeline=take.yaml, output=...)` with `outputs.pose2sim` writes the project `run`
+    writes from the same YAML, file for file (it used to fail: "needs the pose model and two or more sources");
+    with no output nothing is written, the project neither."""
+    take = tmp_path / "take.yaml"
+    take.write_text(json.dumps({"detector": {"type": "fixed", "boxes": BOXES},
+                                "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96]}},
+                                "runtime": {"device": "cpu"}, "outputs": {"pose2sim": {"enabled": True}}}))  # fmt: skip
+    cameras = [f"cam1={clip}", f"cam2={clip}"]
+    assert main(["run", str(take), *(a for c in cameras for a in ("--source", c)), "--output", str(tmp_path / "cli"),
+                 "--no-progress"]) == 0  # fmt: skip
+    results = list(s2.stream(cameras, pipeline=str(take), output=str(tmp_path / "api")))
+    assert sorted({r.source for r in results}) == ["cam1", "cam2"] and len(results) == 20
+
+    def project(root):
+        return {p.relative_to(root).as_posix(): p for p in sorted((root / "pose2sim").rglob("*")) if p.is_file()}
+
+    cli, api = project(tmp_path / "cli"), project(tmp_path / "api")
+    assert len(cli) > 20 and list(cli) == list(api)
+    for name in cli:
+        if name.endswith(".json"):
+            assert json.loads(cli[name].read_text()) == json.loads(api[name].read_text()), name
+    assert len(list(s2.stream(cameras, pipeline=str(take)))) == 20  # output=None: the project is off too
+
+
 def test_leaving_the_loop_stops_the_run_and_leaves_complete_outputs(tmp_path, tiny_dir, clip):
     """`break` after 3 results with output=: no thread of the run left, the video plays and the JSONL has whole
     lines only."""

@@ -153,6 +153,68 @@ def test_a_built_in_stage_with_options_gets_its_section_in_the_yaml(tmp_path, ti
     assert len(leans) == 20 and all(float(v).is_integer() for v in leans)
 
 
+@section
+class LeanFileOptions:
+    """The trunk's lean, also as a CSV (`joint_angles:`)."""
+
+    csv: bool = True  # write OUTPUT/lean.csv
+
+
+class LeanToFile(Lean):
+    """`Lean` that writes a file: it declares the setting under which it writes none (`files_off`), and that is all
+    it takes for the Python API's `output=None` to keep it from writing."""
+
+    section, files_off = "joint_angles", {"csv": False}
+
+    def open(self, options: LeanFileOptions, ctx):
+        if not options.csv:
+            return None
+        ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        return open(ctx.out_dir / "lean.csv", "w")
+
+    def __call__(self, state, result) -> None:
+        super().__call__(state, result)
+        if state is not None:
+            state.write("".join(f"{result.frame.index},{p.extra['lean']}\n" for p in result.people))
+
+    def close(self, state) -> None:
+        if state is not None:
+            state.close()
+
+
+def test_a_stage_that_writes_a_file_is_off_for_the_api_without_output_by_its_own_declaration(
+    tmp_path, tiny_dir, clip, monkeypatch
+):
+    """The API's `output=None` writes nothing: a stage that writes files says under which setting it writes none,
+    and nothing else (no list in api.py) needs to know."""
+    import sapiens2_stream as s2
+    from sapiens2_stream.runtime import pipeline_config
+
+    monkeypatch.setattr(kit, "SECTIONS", dict(kit.SECTIONS))
+    kit.declare("joint_angles", LeanFileOptions)
+    monkeypatch.setattr(pipeline_config, "PipelineConfig", assembled_config())
+    i = base.ORDER.index("smooth")
+    monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "joint_angles", *base.ORDER[i + 1 :]))
+    saved = dict(REGISTRY)
+    register_stage("joint_angles")(LeanToFile)
+    opened = []
+    monkeypatch.setattr(LeanToFile, "open", lambda self, options, ctx, o=LeanToFile.open: opened.append(options.csv)
+                        or o(self, options, ctx))  # fmt: skip
+    try:
+        options = {"models": {"pose": str(tiny_dir["pose"])}, "device": "cpu",
+                   "detector": {"type": "fixed", "boxes": [[40, 10, 60, 100]]},
+                   "set": {"models.pose.input_size": [64, 48]}}  # fmt: skip
+        without = list(s2.stream(str(clip), **options))
+        with_output = list(s2.stream(str(clip), output=str(tmp_path / "out"), **options))
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)
+    assert opened == [False, True]  # off without an output, as declared; on with one
+    assert all("lean" in p.extra for r in without for p in r.people) and len(without) == 20
+    written = (tmp_path / "out" / "lean.csv").read_text().splitlines()
+    assert len(written) == sum(len(r.people) for r in with_output) > 0
+
+
 def rows(path: Path) -> list[list[str]]:
     with open(path, newline="") as f:
         return list(csv.reader(f))

@@ -153,6 +153,8 @@ class SinkKind:
     doc: str  # one line, for `list sinks` (and the section's description in the schema)
     make: Callable[[SinkContext], Sink | None]
     options: Any = None  # its section's type, as io/options.py declares it (None: another component's section)
+    files_off: dict[str, Any] = field(default_factory=dict)  # keys of its section, and values, with which it writes
+    # no file: the Python API's `output=None` sets them
 
 
 def _jsonl(ctx: SinkContext) -> Sink | None:
@@ -241,15 +243,15 @@ def _webhooks(ctx: SinkContext) -> Sink | None:  # for the whole run, not per se
 # built-in files.
 SINKS: dict[str, SinkKind] = {kind.name: kind for kind in (
     SinkKind("jsonl", "files", "outputs.jsonl", "one JSON record per frame: people, keypoints, scores, extras",
-             _jsonl, JsonlOutput),
+             _jsonl, JsonlOutput, {"enabled": False}),
     SinkKind("events", "files", "events", "events.jsonl: zone, line, dwell, crowd and pose events, a snapshot each",
              _events),
     SinkKind("video", "files", "outputs.video", "the annotated video (boxes, ids, skeletons, parts)",
-             _video, VideoOutput),
+             _video, VideoOutput, {"enabled": False}),
     SinkKind("matting", "files", "outputs.matting", "the matting composite and alpha videos",
-             _matting, MattingVideos),
+             _matting, MattingVideos, {"composite": False}),
     SinkKind("geometry", "files", "outputs.geometry", "normal and depth videos, and per-frame maps on request",
-             _geometry, GeometryOutput),
+             _geometry, GeometryOutput, {"normals_video": False, "depth_video": False}),
     SinkKind("tracks", "files", "outputs.tracks", "per-track files (npz, parquet, TRC), smoothed over the whole track",
              _tracks, TracksOutput),
     SinkKind("live_view", "run", "outputs.video", "the annotated video for live views, drawn only while watched, "

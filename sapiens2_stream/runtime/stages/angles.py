@@ -53,6 +53,7 @@ class Angles(Stage):
     section, doc = "angles", "joint angles: 2-D as Sports2D, 3-D as OpenSim's coordinates; gait events"
 
     Options = AnglesConfig
+    files_off = {"files": False}
 
     def enabled(self, options: AnglesConfig, ctx: SourceContext) -> bool:
         return bool(options)

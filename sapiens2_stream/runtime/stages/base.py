@@ -49,6 +49,8 @@ class Stage:
     Options: ClassVar[type | None] = None  # that section's class, as its package's `options` module declares it
     # (`@section(key=...)`; the YAML is assembled from those declarations, runtime/pipeline_config.py)
     doc: ClassVar[str] = ""  # what it does in one line, for `list stages`
+    files_off: ClassVar[dict[str, Any]] = {}  # keys of its section, and values, with which it writes no file: the
+    # Python API's `output=None` sets them (a stage that writes files declares them here, nowhere else)
 
     def __init__(self, run=None) -> None:
         """`run`: the pipeline (batch stages are the engine: they read its planner, streams and models)."""

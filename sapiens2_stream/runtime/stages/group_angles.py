@@ -31,6 +31,7 @@ class GroupAngles(GroupStage):
 
     section, doc = "angles", "a camera group's people: 3-D angles as OpenSim's coordinates, gait, in each moment"
     Options = AnglesConfig
+    files_off = {"files": False}
 
     def enabled(self, options: AnglesConfig, ctx: GroupContext) -> bool:
         return bool(options) and len(ctx.group) >= 2

@@ -32,6 +32,7 @@ class Pose2SimProject(GroupStage):
 
     section, doc = "outputs.pose2sim", "the take's cameras as one synchronised Pose2Sim project when the run ends"
     Options = Pose2SimOutput
+    files_off = {"enabled": False}
 
     def enabled(self, options: Pose2SimOutput, ctx: GroupContext) -> bool:
         return options.enabled

@@ -18,6 +18,7 @@ class ThreeD(Stage):
     section, doc = "threed", "people in metres from one camera: pose and pointmap lifted, floor, TRC/C3D/BVH"
 
     Options = ThreeDConfig
+    files_off = {"formats": []}
 
     def enabled(self, options: ThreeDConfig, ctx: SourceContext) -> bool:
         return options.lifts(ctx.models)

@@ -63,6 +63,7 @@ class Write3D(GroupStage):
 
     section, doc = "threed", "the group's moments to OUTPUT/3d/ (JSONL, TRC/C3D/BVH per person), MQTT, VMC, OSC"
     Options = ThreeDConfig
+    files_off = {"formats": []}
 
     def enabled(self, options: ThreeDConfig, ctx: GroupContext) -> bool:
         return bool(checked_group(options, ctx.sources))
