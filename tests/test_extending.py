@@ -270,10 +270,52 @@ def test_a_one_file_csv_sink_stops_at_the_fence(tmp_path, tiny_dir, clip):
     assert len(rows(written[0] / "people.csv")) == 11
 
 
+def test_a_stages_files_go_through_the_outputs_segments_fence_and_resume(tmp_path, tiny_dir, clip):
+    """The angles stage's per-track files are written by the outputs (`stage_files`), not by the stage: they land
+    in the segment folder being written, are not written once the fence refuses a folder, and a run stopped and
+    resumed writes the files an unbroken run writes."""
+    import threading
+
+    angles = {"angles": {"enabled": True, "plots": False}}
+    Pipeline(config(tiny_dir, clip, tmp_path / "whole", **angles)).run()
+    (mot,) = (tmp_path / "whole" / "angles").glob("*_2d.mot")
+    segmented = tmp_path / "segments"
+    Pipeline(config(tiny_dir, clip, segmented, outputs={"segment_s": 1}, **angles)).run()
+    assert not (segmented / "angles").exists()
+    (rolled,) = segmented.glob(f"*/angles/{mot.name}")  # in the segment being written when the track ended
+    assert rolled.parent.parent == sorted(p for p in segmented.iterdir() if p.is_dir())[-1]
+    assert rolled.read_text() == mot.read_text()
+
+    fenced = tmp_path / "fenced"
+    pipeline = Pipeline(config(tiny_dir, clip, fenced, outputs={"segment_s": 1}, **angles))
+
+    def fence(folder: Path) -> None:
+        if folder.name != sorted(p.name for p in fenced.iterdir() if p.is_dir())[0]:
+            raise Fenced(f"{folder}: the camera moved to another worker")
+
+    pipeline.streams[0].folder_checks.append(fence)
+    pipeline.run()
+    assert not list(fenced.rglob("*.mot"))  # the track ended after the fence: its files are nobody's to write
+
+    out = tmp_path / "resumed"
+    cfg = config(tiny_dir, clip, out, runtime={"queue_size": 2}, **angles)
+    pipeline = Pipeline(cfg)
+    thread = threading.Thread(target=pipeline.run)
+    thread.start()
+    deadline = time.time() + 60
+    while time.time() < deadline and pipeline.streams[0].numbers.written < 6:
+        time.sleep(0.01)
+    pipeline.request_stop()
+    thread.join(60)
+    assert 6 <= len(read_jsonl(out / "results.jsonl")) < 20
+    Pipeline(cfg, resume=True).run()
+    assert (out / "angles" / mot.name).read_text() == mot.read_text()
+
+
 @pytest.mark.parametrize("kind,names", [
     ("stages", ["take", "detect", "track", "infer", "temporal", "smooth", "threed", "angles", "events", "write"]),
-    ("sinks", ["jsonl", "events", "video", "matting", "geometry", "tracks", "live_view", "display", "virtual_camera",
-               "stream", "mqtt", "webhooks"]),
+    ("sinks", ["jsonl", "events", "video", "matting", "geometry", "tracks", "stage_files", "live_view", "display",
+               "virtual_camera", "stream", "mqtt", "webhooks"]),
     ("detectors", ["yolo", "fixed", "full_frame", "file"]),
     ("sources", ["frames", "stream", "webcam", "lavfi", "images", "file"]),
     ("tasks", ["pose", "seg", "normal", "pointmap", "matting"]),

@@ -36,6 +36,7 @@ from .options import (
 from .restream import RestreamSink
 from .segments import Segments
 from .sink import Sink
+from .stage_files import FileOutbox, StageFilesSink
 from .track_files import TrackSink
 from .user_sinks import UserSink
 from .video_feed import VideoFeed
@@ -105,14 +106,16 @@ def check_sinks(outputs: Any, models: dict) -> None:
 class SinkSetup:
     """What a source's sinks share with the run: `feed` (the annotated video offered to live views), `on_quit` (the
     display window asks the run to end), `resume` (the interrupted run continued, or None), `mqtt` (the process's
-    client, when outputs.mqtt is on) and `fence(folder)` (asked before any folder of files is opened, raising
-    `Fenced` when this process may no longer write there; None: always allowed)."""
+    client, when outputs.mqtt is on), `fence(folder)` (asked before any folder of files is opened, raising
+    `Fenced` when this process may no longer write there; None: always allowed) and `files` (the files the
+    source's stages hand over, `io.stage_files`)."""
 
     feed: VideoFeed
     on_quit: Callable[[], None]
     resume: object = None
     mqtt: object = None
     fence: Callable[[Path], None] | None = None
+    files: FileOutbox = field(default_factory=FileOutbox)
 
 
 @dataclass
@@ -204,6 +207,10 @@ def _tracks(ctx: SinkContext) -> Sink | None:
     return tracks
 
 
+def _stage_files(ctx: SinkContext) -> Sink:
+    return StageFilesSink(ctx.folder, ctx.setup.files)
+
+
 def _live_view(ctx: SinkContext) -> Sink | None:
     o = ctx.outputs.video
     return None if o.enabled else LiveViewSink(ctx.source.fps, o, ctx.background, ctx.setup.feed)
@@ -254,6 +261,8 @@ SINKS: dict[str, SinkKind] = {kind.name: kind for kind in (
              _geometry, GeometryOutput, {"normals_video": False, "depth_video": False}),
     SinkKind("tracks", "files", "outputs.tracks", "per-track files (npz, parquet, TRC), smoothed over the whole track",
              _tracks, TracksOutput),
+    SinkKind("stage_files", "files", "outputs", "the files the stages make (a track's angles when it ends), in "
+             "the folder being written", _stage_files),
     SinkKind("live_view", "run", "outputs.video", "the annotated video for live views, drawn only while watched, "
              "when no annotated video is written", _live_view),
     SinkKind("display", "run", "outputs.display", "a window with the newest result (q or closing it ends the run)",

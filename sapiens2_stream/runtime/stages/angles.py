@@ -9,10 +9,11 @@ import numpy as np
 
 from ...angles.files import write_track
 from ...angles.options import AnglesConfig
-from ...angles.recompute import camera_up
+from ...angles.recompute import camera_up, source_frames
 from ...angles.tracks import Seen, TrackAngles
 from ...config import DEFAULT_FPS
 from ...io.sink import METRE_DIGITS, PTS_DIGITS, SCORE_DIGITS, as_recorded, best_keypoints
+from ...io.stage_files import FileOutbox
 from ..results import FrameResult
 from .base import Stage, register_stage
 from .context import SourceContext
@@ -23,8 +24,9 @@ UP_DIGITS = 6
 @dataclass
 class SourceAngles:
     angles: TrackAngles
-    folder: Path  # OUTPUT/angles: each track's .mot, CSV and plot, written when the track ends
+    files: FileOutbox | None  # where each track's .mot, CSV and plot go when the track ends (OUTPUT/angles/)
     label: str
+    folder: Path  # where they land (a segment's angles/ with outputs.segment_s): for the summary
     latest: dict = field(default_factory=dict)  # track id -> the latest frame's angles of who is in it (console)
 
 
@@ -60,7 +62,12 @@ class Angles(Stage):
 
     def open(self, options: AnglesConfig, ctx: SourceContext) -> SourceAngles:
         fps = (ctx.reader.fps or ctx.reader.rate or DEFAULT_FPS) if ctx.reader is not None else DEFAULT_FPS
-        return SourceAngles(TrackAngles(options, fps), ctx.out_dir / "angles", ctx.label)
+        files = ctx.sinks.files if ctx.sinks is not None else None
+        state = SourceAngles(TrackAngles(options, fps), files, ctx.label, ctx.out_dir / "angles")
+        if ctx.resumed is not None:  # the interrupted run's frames again, so a track alive at the cut has them all
+            for time_s, index, people, up in source_frames(ctx.resumed.records, None):
+                state.angles.frame(time_s, index, people, up)
+        return state
 
     def __call__(self, state: SourceAngles, result: FrameResult) -> None:
         up = recorded_up(result.world_from_camera)
@@ -80,8 +87,9 @@ class Angles(Stage):
         track = state.angles.ended.get(track_id)
         if track is None:
             return
-        if state.angles.cfg.files:
-            write_track(state.folder, track_id, track.rows, state.angles.cfg, state.angles.fps)
+        if state.angles.cfg.files and state.files is not None:
+            rows, cfg, fps = track.rows, state.angles.cfg, state.angles.fps
+            state.files.put("angles", lambda folder: write_track(folder, track_id, rows, cfg, fps))
         track.rows = []
 
     def close(self, state: SourceAngles) -> None:

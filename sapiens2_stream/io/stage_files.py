@@ -1,0 +1,56 @@
+"""Files a stage makes, written by the outputs: a stage that ends with files (a track's angles when the track ends)
+does not open them itself; it hands a job to its source's `FileOutbox`, and the `stage_files` sink of the folder
+being written (the output folder, or the current segment's, opened behind a fleet worker's fence) runs it there.
+So those files roll with the segments, are never written by a worker that lost its camera, and are off wherever
+the other files are."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .sink import Sink
+
+
+@dataclass(frozen=True)
+class FileJob:
+    """Files for `subfolder` of the folder being written: `write(folder)` makes them there."""
+
+    subfolder: str
+    write: Callable[[Path], object]
+
+
+class FileOutbox:
+    """A source's jobs waiting for its outputs (put by its stages, taken by its `stage_files` sink)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[FileJob] = []
+        self.lock = threading.Lock()
+
+    def put(self, subfolder: str, write: Callable[[Path], object]) -> None:
+        with self.lock:
+            self.jobs.append(FileJob(subfolder, write))
+
+    def take(self) -> list[FileJob]:
+        with self.lock:
+            jobs, self.jobs = self.jobs, []
+        return jobs
+
+
+class StageFilesSink(Sink):
+    """Runs the jobs waiting in `outbox` into `folder`, at each result written and at the end."""
+
+    def __init__(self, folder: Path, outbox: FileOutbox) -> None:
+        self.folder, self.outbox = folder, outbox
+
+    def write(self, result) -> None:
+        self.run()
+
+    def close(self) -> None:
+        self.run()
+
+    def run(self) -> None:
+        for job in self.outbox.take():
+            job.write(self.folder / job.subfolder)
