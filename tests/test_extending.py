@@ -312,6 +312,78 @@ def test_a_stages_files_go_through_the_outputs_segments_fence_and_resume(tmp_pat
     assert (out / "angles" / mot.name).read_text() == mot.read_text()
 
 
+class Velocity(base.Stage):
+    """The kata of issue 59: a person field, a file per track and a status line, declared by the stage alone. Each
+    person's speed (px/s) from its smoothed hips reaches the JSONL (`extra`); each track's speeds go to
+    velocity/track_NNNN.csv through the outputs when the track ends; how many people move is its status."""
+
+    reports = "velocity"
+
+    def open(self, options, ctx) -> dict:
+        return {"files": ctx.sinks.files, "last": {}, "rows": {}, "moving": 0}
+
+    def __call__(self, state, result) -> None:
+        moving = 0
+        for p in result.people:
+            hips, now = p.smoothed[9:11].mean(0), result.frame.pts_s
+            before = state["last"].get(p.track_id)
+            speed = 0.0 if before is None else float(np.linalg.norm(hips - before[1]) / max(now - before[0], 1e-6))
+            state["last"][p.track_id] = (now, hips)
+            state["rows"].setdefault(p.track_id, []).append((result.frame.index, round(speed, 3)))
+            p.extra["velocity"] = round(speed, 3)
+            moving += speed > 1.0
+        state["moving"] = moving
+        for track_id in result.ended_tracks:
+            self.end(state, track_id)
+
+    def end(self, state, track_id: int) -> None:
+        rows = state["rows"].pop(track_id, [])
+
+        def write(folder: Path) -> None:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"track_{track_id:04d}.csv").write_text("".join(f"{f},{v}\n" for f, v in rows))
+
+        state["files"].put("velocity", write)
+
+    def close(self, state) -> None:
+        for track_id in list(state["rows"]):
+            self.end(state, track_id)
+
+    def report(self, state) -> dict:
+        return {"moving": state["moving"], "tracks": len(state["last"])}
+
+
+def test_a_velocity_stage_declares_its_field_file_and_status_and_the_runners_wire_them(tmp_path, tiny_dir, clip,
+                                                                                      monkeypatch):  # fmt: skip
+    """One file (the class above) plus its name in `ORDER`: its field reaches the JSONL, its per-track CSV is
+    written by the outputs (segments, fence, resume as the built-in files), its status reaches the console's source
+    status and /metrics; no context, records, API or console module knows of it."""
+    from sapiens2_stream.console.status import describe
+    from sapiens2_stream.runtime.prometheus import RunCollector
+
+    i = base.ORDER.index("smooth")
+    monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "velocity", *base.ORDER[i + 1 :]))
+    saved = dict(REGISTRY)
+    register_stage("velocity")(Velocity)
+    try:
+        pipeline = Pipeline(config(tiny_dir, clip, tmp_path / "out", outputs={"segment_s": 1}))
+        pipeline.run()
+        status = describe(pipeline.streams[0])
+        metrics = {tuple(s.labels.values()): s.value for f in RunCollector(pipeline).collect()
+                   if f.name == "sapiens2_stage_status" for s in f.samples}  # fmt: skip
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)
+    records = [r for folder in sorted((tmp_path / "out").iterdir()) if folder.is_dir()
+               for r in read_jsonl(folder / "results.jsonl")]  # fmt: skip
+    speeds = [p["extra"]["velocity"] for r in records for p in r["people"]]
+    assert len(records) == 20 and len(speeds) == 20 and speeds[0] == 0.0 and max(speeds) > 1.0
+    (csv_file,) = (tmp_path / "out").glob("*/velocity/track_*.csv")  # in the segment the track ended in
+    assert [float(line.split(",")[1]) for line in csv_file.read_text().splitlines()] == speeds
+    assert status["velocity"] == {"moving": int(speeds[-1] > 1.0), "tracks": 1}
+    assert metrics[("pipeline", "velocity", "tracks")] == 1.0
+
+
 @pytest.mark.parametrize("kind,names", [
     ("stages", ["take", "detect", "track", "infer", "temporal", "smooth", "threed", "angles", "events", "write"]),
     ("sinks", ["jsonl", "events", "video", "matting", "geometry", "tracks", "stage_files", "live_view", "display",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import redact
+from ..runtime.stages.base import report_keys
 
 
 def state(stream) -> str:
@@ -19,16 +20,14 @@ def state(stream) -> str:
 def counters(stream) -> dict:
     """A stream's running counts and recent rates, from its numbers' snapshot, as a pipeline's console shows them
     and a fleet worker reports them."""
-    n, events, angles = stream.numbers.snapshot(), stream.stage_state("events"), stream.stage_state("angles")
-    rules = None if events is None else events.rules
+    n = stream.numbers.snapshot()
     return {
         "frames_in": n["frames_in"], "frames_out": n["frames_out"], "processed": n["processed"],
         "processed_fps": n["processed_fps"], "fps_in": n["recent_fps"]["in"], "fps_written": n["recent_fps"]["written"],
         "dropped": n["dropped"], "reconnects": n["reconnects"], "last_frame": n["last_frame"], "people": n["people"],
         "result_age_s": n["result_age_s"],
-        "event_counts": None if rules is None else {**rules.counts(), "kinds": dict(rules.totals)},
         "errors": n["errors"],  # stages that failed for this source (each off for it since)
-        "angles": None if angles is None else angles.latest,
+        **dict.fromkeys(report_keys()), **stream.stage_reports(),  # each reporting stage's status (None: not run)
         "connection": None if stream.source.connection is None else stream.source.connection.snapshot(),
     }  # fmt: skip
 
@@ -43,8 +42,8 @@ def source_status(name: str, uri: str, state: str, counts: dict, result_age_s: f
         "reconnects": counts.get("reconnects", 0),
         "last_result_age_s": None if result_age_s is None else round(result_age_s, 3),
         "last_frame": counts.get("last_frame"), "people": counts.get("people", 0),
-        "event_counts": counts.get("event_counts"),  # zones' occupancy, lines' crossings, events by kind (events:)
-        "angles": counts.get("angles"),  # each person's latest joint angles by track id (angles:)
+        **{key: counts.get(key) for key in report_keys()},  # the stages' status (`Stage.reports`): event_counts
+        # (zones' occupancy, lines' crossings, events by kind), angles (each person's latest, by track id), ...
         "errors": counts.get("errors", []),  # stages that failed for this source: {stage, error, frame}
         "connection": counts.get("connection"),  # a live source: state, why the latest attempt failed, next attempt
     }  # fmt: skip

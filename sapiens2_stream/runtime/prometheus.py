@@ -75,8 +75,10 @@ class RunCollector:
             if s.source.connection is not None:
                 up.add_metric([label], float(s.source.connection.up))
         yield from (dropped, outputs, people, fps, behind, up, failed)
-        rules = [(s.label, r) for s in streams if (r := getattr(s.stage_state("events"), "rules", None)) is not None]
-        yield from event_metrics((label, r.counts(), r.totals) for label, r in rules)
+        reports = {s.label: s.stage_reports() for s in streams}
+        yield stage_status(reports)
+        yield from event_metrics((label, r["event_counts"], r["event_counts"]["kinds"]) for label, r in reports.items()
+                                 if r.get("event_counts"))  # fmt: skip
         if self.pipeline.mocap is not None:
             yield from mocap_metrics(self.pipeline.mocap.last, self.pipeline.mocap.summary())
         device = self.pipeline.loaded.device
@@ -84,6 +86,18 @@ class RunCollector:
             gpu = GaugeMetricFamily("sapiens2_gpu_memory_bytes", "GPU memory the models hold", labels=["device"])
             gpu.add_metric([str(device)], torch.cuda.memory_allocated(device))
             yield gpu
+
+
+def stage_status(reports: dict[str, dict]) -> GaugeMetricFamily:
+    """The numbers at the top level of each reporting stage's status, per source (`Stage.report`)."""
+    family = GaugeMetricFamily("sapiens2_stage_status", "what a stage reports of a source (its numbers)",
+                               labels=["source", "stage", "key"])  # fmt: skip
+    for label, by_key in reports.items():
+        for stage, status in by_key.items():
+            for key, value in (status or {}).items() if isinstance(status, dict) else ():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    family.add_metric([label, stage, key], float(value))
+    return family
 
 
 def event_metrics(sources: Iterable[tuple[str, dict, dict]]) -> list:

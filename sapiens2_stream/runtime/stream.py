@@ -135,6 +135,10 @@ class Stream:
         """A source stage's state for this source (e.g. "events": its rules), None when it does not run."""
         return None if self.stage_run is None else self.stage_run.state(name)
 
+    def stage_reports(self) -> dict:
+        """The reporting stages' status now, by their `reports` keys (`SourceStages.reports`)."""
+        return {} if self.stage_run is None else self.stage_run.reports()
+
     @property
     def live(self) -> bool:
         return self.source.live

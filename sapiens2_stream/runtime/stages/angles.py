@@ -56,6 +56,7 @@ class Angles(Stage):
 
     Options = AnglesConfig
     files_off = {"files": False}
+    reports = "angles"
 
     def enabled(self, options: AnglesConfig, ctx: SourceContext) -> bool:
         return bool(options)
@@ -95,6 +96,10 @@ class Angles(Stage):
     def close(self, state: SourceAngles) -> None:
         for track_id in list(state.angles.tracks):
             self.end(state, track_id)
+
+    def report(self, state: SourceAngles) -> dict:
+        """Each person's latest angles, by track id."""
+        return state.latest
 
     def summary(self, state: SourceAngles) -> dict:
         return {"angles": {"folder": str(state.folder), "tracks": state.angles.summary()}}

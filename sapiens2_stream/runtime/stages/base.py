@@ -51,6 +51,7 @@ class Stage:
     doc: ClassVar[str] = ""  # what it does in one line, for `list stages`
     files_off: ClassVar[dict[str, Any]] = {}  # keys of its section, and values, with which it writes no file: the
     # Python API's `output=None` sets them (a stage that writes files declares them here, nowhere else)
+    reports: ClassVar[str | None] = None  # the key its status (`report`) has in the console's source status
 
     def __init__(self, run=None) -> None:
         """`run`: the pipeline (batch stages are the engine: they read its planner, streams and models)."""
@@ -76,6 +77,12 @@ class Stage:
     def summary(self, state) -> dict:
         """What the stage adds to its source's part of summary.json."""
         return {}
+
+    def report(self, state) -> Any:
+        """Its status now (a stage that `reports`), read on other threads: the console shows it under `reports`
+        (`/api/v1/sources`, also from a fleet's workers) and /metrics gives each number at its top level as
+        `sapiens2_stage_status{source, stage, key}`."""
+        return None
 
 
 class GroupStage(Stage):
@@ -127,6 +134,11 @@ def register_stage(name: str):
         return cls
 
     return register
+
+
+def report_keys() -> list[str]:
+    """The keys the reporting stages' status has in a source's status (`Stage.reports`)."""
+    return [cls.reports for cls in REGISTRY.values() if cls.reports]
 
 
 def place(name: str) -> int:

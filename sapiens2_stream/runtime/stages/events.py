@@ -34,6 +34,7 @@ class Events(Stage):
     section, doc = "events", "zones, lines, dwell, crowding, falls and lying: events with the result"
 
     Options = EventsConfig
+    reports = "event_counts"
 
     def enabled(self, options: EventsConfig, ctx: SourceContext) -> bool:
         return bool(options)
@@ -55,6 +56,11 @@ class Events(Stage):
 
     def summary(self, state: SourceEvents) -> dict:
         return {} if state.rules is None else {"event_counts": state.rules.counts()}
+
+    def report(self, state: SourceEvents) -> dict | None:
+        """Zones' occupancy, lines' crossings and events by kind (`kinds`) so far."""
+        rules = state.rules
+        return None if rules is None else {**rules.counts(), "kinds": dict(rules.totals)}
 
 
 def feet_on_floor(person: Person, world: np.ndarray | None) -> np.ndarray | None:

@@ -84,6 +84,18 @@ class SourceStages:
                 if stage.name not in self.failed:
                     self.fail(stage, e, None)
 
+    def reports(self) -> dict:
+        """Each reporting built-in stage's status now, under its `reports` key (a stage that failed reports no
+        more; users' stages report through their fields and files)."""
+        out = {}
+        for stage in self.stages:
+            if getattr(stage, "reports", None) and stage.name in self.states and stage.name not in self.failed:
+                try:
+                    out[stage.reports] = stage.report(self.states[stage.name])
+                except Exception as e:  # read on the console's or /metrics' thread: theirs must not fail with it
+                    log.debug("stage %s could not report: %s", stage.name, e)
+        return out
+
     def summary(self) -> dict:
         """What the stages add to the source's summary."""
         out: dict = {}
