@@ -384,6 +384,37 @@ def test_a_velocity_stage_declares_its_field_file_and_status_and_the_runners_wir
     assert metrics[("pipeline", "velocity", "tracks")] == 1.0
 
 
+class Alarm(base.Stage):
+    """Emits an event when a person first shows up: declaring `emits` is all it takes for the source to keep an
+    event log."""
+
+    def emits(self, options) -> bool:
+        return True
+
+    def open(self, options, ctx) -> set:
+        return set()
+
+    def __call__(self, state: set, result) -> None:
+        for p in result.people:
+            if p.track_id not in state:
+                state.add(p.track_id)
+                result.events.append({"kind": "arrived", "track_id": p.track_id, "frame": result.frame.index})
+
+
+def test_a_stage_that_emits_events_gets_the_event_log_by_its_declaration(tmp_path, tiny_dir, clip, monkeypatch):
+    i = base.ORDER.index("smooth")
+    monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "alarm", *base.ORDER[i + 1 :]))
+    saved = dict(REGISTRY)
+    register_stage("alarm")(Alarm)
+    try:
+        Pipeline(config(tiny_dir, clip, tmp_path / "out")).run()
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)
+    logged = read_jsonl(tmp_path / "out" / "events.jsonl")
+    assert [(e["kind"], e["frame"]) for e in logged] == [("arrived", 0)]
+
+
 @pytest.mark.parametrize("kind,names", [
     ("stages", ["take", "detect", "track", "infer", "temporal", "smooth", "threed", "angles", "events", "write"]),
     ("sinks", ["jsonl", "events", "video", "matting", "geometry", "tracks", "stage_files", "live_view", "display",

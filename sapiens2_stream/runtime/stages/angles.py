@@ -61,6 +61,9 @@ class Angles(Stage):
     def enabled(self, options: AnglesConfig, ctx: SourceContext) -> bool:
         return bool(options)
 
+    def emits(self, options: AnglesConfig) -> bool:
+        return bool(options and options.gait)  # heel strikes and toe-offs
+
     def open(self, options: AnglesConfig, ctx: SourceContext) -> SourceAngles:
         fps = (ctx.reader.fps or ctx.reader.rate or DEFAULT_FPS) if ctx.reader is not None else DEFAULT_FPS
         files = ctx.sinks.files if ctx.sinks is not None else None

@@ -78,6 +78,11 @@ class Stage:
         """What the stage adds to its source's part of summary.json."""
         return {}
 
+    def emits(self, options) -> bool:
+        """Whether its results carry events with these options (`result.events`): the run then keeps an event
+        log and webhooks for the source (`SourceContext.events`)."""
+        return False
+
     def report(self, state) -> Any:
         """Its status now (a stage that `reports`), read on other threads: the console shows it under `reports`
         (`/api/v1/sources`, also from a fleet's workers) and /metrics gives each number at its top level as

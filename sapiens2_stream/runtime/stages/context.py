@@ -17,6 +17,7 @@ from ...io.options import SourceConfig
 from ...track.options import SmoothingConfig
 from ..live_mocap import triangulation_group
 from ..options import ModelSection
+from .base import REGISTRY
 
 if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
     from ..pipeline_config import PipelineConfig
@@ -31,7 +32,7 @@ class SourceContext:
     source: SourceConfig
     out_dir: Path  # the source's output folder
     models: dict[str, ModelSection]  # the models that run, by task
-    events: bool = False  # results carry events (the events stage runs, or the angles stage finds steps)
+    events: bool = False  # results carry events (a source stage that `emits` them runs: events, angles' gait)
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)  # how the keypoints were smoothed (the
     # per-track files smooth again, offline, the same way)
     patience_s: float = 1.0  # how long a lost track keeps its identity (tracker.max_lost_s): events wait as long
@@ -78,7 +79,7 @@ def enabled_for(stage, cfg: PipelineConfig) -> bool:
 
 def source_context(cfg: PipelineConfig) -> SourceContext:
     """The context of the source of a single-source configuration (`PipelineConfig.per_source`)."""
-    events = bool(cfg.events) or bool(cfg.angles and cfg.angles.gait)
+    events = any(cls(None).emits(options_of(cls, cfg)) for cls in REGISTRY.values() if cls.scope == "source")
     return SourceContext(cfg.source.name or cfg.name, cfg.source, Path(cfg.outputs.dir), cfg.enabled_models(),
                          events, cfg.smoothing, cfg.tracker.max_lost_s)  # fmt: skip
 

@@ -39,6 +39,9 @@ class Events(Stage):
     def enabled(self, options: EventsConfig, ctx: SourceContext) -> bool:
         return bool(options)
 
+    def emits(self, options: EventsConfig) -> bool:
+        return bool(options)
+
     def open(self, options: EventsConfig, ctx: SourceContext) -> SourceEvents:
         return SourceEvents(options, ctx.patience_s, ctx.label)
 
