@@ -386,11 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
     from .angles.cli import add_parser as add_angles
     from .calibrate.cli import add_parser as add_calibrate
     from .deploy.cli import add_parser as add_export_model
+    from .kinematics.cli import add_parser as add_kinematics
     from .train.cli import add_parsers
 
     add_parsers(sub)
     add_calibrate(sub, run_video=run_pose_video)
     add_angles(sub)
+    add_kinematics(sub)
     add_export_model(sub)
 
     models = sub.add_parser("models", help="list model sizes and hub ids; make tiny random checkpoints")

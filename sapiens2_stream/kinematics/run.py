@@ -1,0 +1,146 @@
+"""`sapiens2-stream kinematics RUN_FOLDER`: each person a run put in metres, scaled and solved by OpenSim.
+
+The people in metres are a camera group's (`3d/keypoints_3d.jsonl`, the calibration's world, Z up) or each single
+camera's 3-D stage (`results.jsonl` `keypoints_3d`, moved into its floor's world by `world.json`). OpenSim's frame
+is Y up: world (x, y, z) is OpenSim (y, z, x), as the TRC export writes it. Per track, in the output folder:
+`person_NNNN_scaled.osim`, `person_NNNN_ik.mot` (OpenSim's coordinate names; degrees, pelvis translations in
+metres), `person_NNNN_markers.trc` (the markers IK saw; unsure ones empty), `person_NNNN_marker_errors.csv` (per
+frame: RMS and largest marker error in metres, or why the frame was not solved), and `summary.json`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..angles.files import write_mot
+from ..errors import Sapiens2StreamError
+from ..io.jsonl import read_records, source_folders
+from ..io.track_files import write_trc
+from .fit import TooShort, TrackIK, scale_model
+from .markers import NAMES, markers
+from .opensim_files import need_opensim, setup_dir
+
+TO_OPENSIM = [1, 2, 0]  # world (Z up) axes -> OpenSim's (Y up)
+
+
+@dataclass
+class Track:
+    """One person in metres: times [T], keypoints [T, 308, 3] in the world (NaN where unknown), confidence [T, 308]."""
+
+    label: str  # where it came from: "3d" (a camera group) or the source's name
+    track_id: int
+    times: np.ndarray
+    keypoints: np.ndarray
+    confidence: np.ndarray
+
+
+def as_array(rows: list | None) -> np.ndarray:
+    return np.array([p if p is not None else [np.nan] * 3 for p in rows], np.float64)
+
+
+def collect(rows: list[tuple[int, float, np.ndarray, np.ndarray]], label: str) -> list[Track]:
+    by_id: dict[int, list] = {}
+    for track_id, t, kp, conf in rows:
+        by_id.setdefault(track_id, []).append((t, kp, conf))
+    return [Track(label, tid, np.array([r[0] for r in seen]), np.array([r[1] for r in seen]),
+                  np.array([r[2] for r in seen])) for tid, seen in sorted(by_id.items())]  # fmt: skip
+
+
+def group_tracks(path: Path) -> list[Track]:
+    """A camera group's people from its 3d/keypoints_3d.jsonl."""
+    rows = [(p["id"], r["time"], as_array(p["keypoints_3d"]), np.array(p["confidence"], np.float64))
+            for r in read_records(path) for p in r.get("people", [])]  # fmt: skip
+    return collect(rows, "3d")
+
+
+def camera_tracks(folder: Path) -> list[Track]:
+    """A single camera's people in metres (its 3-D stage's), in its floor's world; none without a floor."""
+    world = folder / "world.json"
+    transform = json.loads(world.read_text()).get("world_from_camera") if world.exists() else None
+    if transform is None:
+        return []
+    m = np.asarray(transform, np.float64)
+    rows = []
+    for r in read_records(folder / "results.jsonl"):
+        for p in r.get("people", []):
+            if p.get("keypoints_3d") is not None:
+                kp = as_array(p["keypoints_3d"]) @ m[:3, :3].T + m[:3, 3]
+                rows.append((p["track_id"], r["pts"], kp, np.array(p["keypoints_3d_confidence"], np.float64)))
+    return collect(rows, folder.name)
+
+
+def people_in_metres(run: Path) -> list[Track]:
+    if not run.is_dir():
+        raise Sapiens2StreamError(f"{run}: no such run folder")
+    group = run / "3d" / "keypoints_3d.jsonl"
+    tracks = group_tracks(group) if group.exists() else []
+    for folder in source_folders(run):
+        tracks += camera_tracks(folder)
+    if not tracks:
+        raise Sapiens2StreamError(f"{run}: no people in metres here (a camera group's 3d/keypoints_3d.jsonl, or a "
+                                  "camera's results.jsonl with keypoints_3d and its world.json)")  # fmt: skip
+    return tracks
+
+
+def solve_track(opensim, folder: Path, track: Track, out: Path, model: str, mass: float) -> dict:
+    """One person scaled, solved and written; their summary (raises TooShort)."""
+    points, sure = markers(track.keypoints, track.confidence)
+    points = points[..., TO_OPENSIM]
+    stem = out / f"person_{track.track_id:04d}"
+    scaled = scale_model(opensim, folder, model, points, track.times, mass, stem.with_name(stem.name + "_scaled.osim"))
+    solved = TrackIK(opensim, folder, scaled.path).solve(track.times, points, sure)
+    write_mot(stem.with_name(stem.name + "_ik.mot"), track.times, tuple(solved.coordinates), solved.values)
+    shown = np.where((sure >= 0.3)[..., None], points, np.nan)
+    write_trc(stem.with_name(stem.name + "_markers.trc"), track.times, shown, NAMES, units="m", digits=5)
+    with open(stem.with_name(stem.name + "_marker_errors.csv"), "w", newline="") as f:
+        rows = csv.writer(f)
+        rows.writerow(["time", "rms_m", "max_m", "not_solved"])
+        for k, (t, (rms, most)) in enumerate(zip(track.times, solved.errors, strict=True)):
+            rows.writerow([f"{t:.6f}", *("" if np.isnan(v) else f"{v:.5f}" for v in (rms, most)),
+                           solved.unsolved.get(k, "")])  # fmt: skip
+    solved_rows = np.isfinite(solved.errors[:, 0])
+    return {
+        "frames": len(track.times), "solved": int(solved_rows.sum()),
+        "not_solved": dict(sorted({why: sum(1 for w in solved.unsolved.values() if w == why)
+                                   for why in solved.unsolved.values()}.items())),
+        "scale_factors": {k: round(v, 4) for k, v in scaled.factors.items() if np.isfinite(v)},
+        "measured_in_frames": scaled.frames,
+        "marker_rms_m": round(float(np.nanmean(solved.errors[:, 0])), 5) if solved_rows.any() else None,
+        "marker_max_m": round(float(np.nanmax(solved.errors[:, 1])), 5) if solved_rows.any() else None,
+    }  # fmt: skip
+
+
+def kinematics(run: Path, out: Path | None, model: str = "simple", mass: float = 70.0, height: float | None = None,
+               tracks: set[int] | None = None, start: float | None = None, end: float | None = None,
+               say=print) -> dict:  # fmt: skip
+    """Every chosen person of `run` scaled and solved into `out` (default RUN/kinematics); the summary."""
+    opensim, folder = need_opensim(), setup_dir()
+    out = out or run / "kinematics"
+    found = people_in_metres(run)
+    several = len({t.label for t in found}) > 1
+    summary: dict = {"run": str(run), "model": model, "mass_kg": mass, "height_m": height, "people": {}}
+    for track in found:
+        if tracks is not None and track.track_id not in tracks:
+            continue
+        keep = np.ones(len(track.times), bool)
+        keep &= track.times >= start if start is not None else keep
+        keep &= track.times <= end if end is not None else keep
+        track = Track(track.label, track.track_id, track.times[keep], track.keypoints[keep], track.confidence[keep])
+        where = out / track.label if several else out
+        name = f"{track.label} person {track.track_id}" if several else f"person {track.track_id}"
+        try:
+            done = solve_track(opensim, folder, track, where, model, mass)
+        except TooShort as e:
+            say(f"{name}: not scaled, skipped: {e}")
+            summary["people"][name] = {"frames": len(track.times), "skipped": str(e)}
+            continue
+        summary["people"][name] = done
+        say(f"{name}: {done['solved']} of {done['frames']} frames solved, markers {done['marker_rms_m']} m RMS")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary

@@ -1,0 +1,169 @@
+"""`sapiens2-stream kinematics`: OpenSim scaling and IK of the people a run put in metres.
+
+The truth is synthetic bodies posed by known OpenSim-style coordinates (`humans.kinematics`), written as a camera
+group's moments; the anchor is Pose2Sim's own scaling and IK (`Pose2Sim.kinematics`, on the markers TRC ours saw).
+A model's zero is not the geometric one, so a coordinate is compared after its constant offset."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sapiens2_stream.cli import main
+from sapiens2_stream.humans.kinematics import body_points, keypoints_308
+from sapiens2_stream.kinematics.markers import MARKERS
+from sapiens2_stream.kinematics.opensim_files import setup_dir
+from sapiens2_stream.models.metadata import pose_metadata
+
+FPS = 30
+OPENSIM_NAMES = {"lumbar_extension": "L5_S1_Flex_Ext"}  # the synthetic body's coordinate -> the model's
+
+
+def walking(t: float) -> tuple[dict, float]:
+    """Walking on the spot as it turns (a quarter turn over the clip), arms swinging: (coordinates, yaw)."""
+    s = np.sin(2 * np.pi * t / 1.2)
+    return {"knee_angle_r": 10 + 25 * (1 - np.cos(2 * np.pi * t / 1.2)), "hip_flexion_r": 20 * s,
+            "knee_angle_l": 10 + 25 * (1 + np.cos(2 * np.pi * t / 1.2)), "hip_flexion_l": -20 * s,
+            "arm_flex_r": -15 * s, "arm_flex_l": 15 * s, "elbow_flex_r": 20, "elbow_flex_l": 20}, 22.5 * t  # fmt: skip
+
+
+def squatting(t: float) -> tuple[dict, float]:
+    """Stands for a second, then squats and rises twice."""
+    d = 0.5 * (1 - np.cos(2 * np.pi * max(t - 1, 0) / 1.5))
+    return {"knee_angle_r": 95 * d, "knee_angle_l": 95 * d, "hip_flexion_r": 80 * d, "hip_flexion_l": 80 * d,
+            "ankle_angle_r": 20 * d, "ankle_angle_l": 20 * d, "lumbar_extension": -20 * d}, 0.0  # fmt: skip
+
+
+def arms_up(t: float) -> tuple[dict, float]:
+    """Raises both arms to the front and bends the elbows."""
+    d = 0.5 * (1 - np.cos(2 * np.pi * t / 2))
+    return {"arm_flex_r": 120 * d, "arm_flex_l": 100 * d, "elbow_flex_r": 10 + 60 * d, "elbow_flex_l": 10 + 80 * d,
+            "arm_add_r": -10 * d}, 0.0  # fmt: skip
+
+
+def tiptoe(t: float) -> tuple[dict, float]:
+    """Rises on tiptoe and back down, twice."""
+    d = 0.5 * (1 - np.cos(2 * np.pi * t / 1.5))
+    return {"ankle_angle_r": -30 * d, "ankle_angle_l": -30 * d}, 0.0
+
+
+def write_run(run: Path, motion, seconds: float = 4.0, noise_m: float = 0.0) -> list[dict]:
+    """A camera group's moments (world frame, Z up) of one body moving as `motion` says; the true coordinates."""
+    rng = np.random.default_rng(7)
+    truth, lines = [], []
+    for i in range(int(seconds * FPS)):
+        q, yaw = motion(i / FPS)
+        truth.append(q)
+        keypoints, confidence = keypoints_308(body_points(q, yaw=yaw))
+        world = keypoints[:, [2, 0, 1]] + rng.normal(0, noise_m, keypoints.shape)  # OpenSim's Y up -> Z up
+        lines.append({"time": round(i / FPS, 6), "views": ["cam1", "cam2"], "people": [{
+            "id": 1, "confidence": confidence.round(4).tolist(),
+            "keypoints_3d": [None if not np.isfinite(p).all() else p.round(5).tolist() for p in world]}]})  # fmt: skip
+    (run / "3d").mkdir(parents=True)
+    (run / "3d" / "keypoints_3d.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return truth
+
+
+def read_mot(path: Path) -> dict[str, np.ndarray]:
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "endheader") + 1
+    names = lines[start].split("\t")
+    values = np.array([[float(v) for v in line.split("\t")] for line in lines[start + 1 :]])
+    return {n: values[:, j] for j, n in enumerate(names)}
+
+
+def cli(*args) -> tuple[int, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main([*map(str, args)])
+    return code, err.getvalue()
+
+
+def pose2sim_ik(trc: Path, out: Path) -> dict[str, np.ndarray]:
+    """Pose2Sim's own scaling and IK of the TRC (its COCO-133 setups, the simple model)."""
+    from Pose2Sim.kinematics import perform_IK, perform_scaling
+
+    out.mkdir()
+    (out / "person.trc").write_bytes(trc.read_bytes())
+    level = logging.getLogger().level
+    try:
+        perform_scaling(out / "person.trc", "COCO_133", out, setup_dir(), use_simple_model=True, subject_mass=70)
+        perform_IK(out / "person.trc", out, setup_dir(), "COCO_133")
+    finally:
+        logging.getLogger().setLevel(level)
+    return read_mot(out / "person.mot")
+
+
+def off_truth(values: np.ndarray, truth: np.ndarray) -> float:
+    """RMS distance from the truth after the constant offset (a model's zero is not the geometric one)."""
+    d = values - truth
+    return float(np.sqrt(np.nanmean((d - np.nanmean(d)) ** 2)))
+
+
+def test_every_marker_is_a_point_of_the_308_and_of_the_marker_set():
+    names = {m.get("name") for m in ET.parse(setup_dir() / "Markers_Coco133.xml").getroot().iter("Marker")}
+    assert set(MARKERS) == names  # every marker the model carries is made, and no other
+    from sapiens2_stream.export.skeletons import COCO_133
+
+    known = set(pose_metadata().names)
+    for marker, point in MARKERS.items():
+        sources = [name for name, _ in COCO_133[point].sources]
+        assert sources and set(sources) <= known, marker
+    assert [n for n, _ in COCO_133[MARKERS["RIndex"]].sources] == ["right_forefinger_third_joint"]
+
+
+@pytest.mark.parametrize("motion,noise_m", [(walking, 0.0), (squatting, 0.0), (arms_up, 0.0), (tiptoe, 0.0),
+                                            (walking, 0.01)])  # fmt: skip
+def test_each_moving_coordinate_is_as_near_the_truth_as_pose2sims_own(tmp_path, motion, noise_m):
+    """Walking while turning, squatting, raising the arms, on tiptoe; walking again with 1 cm of noise on every
+    keypoint. Every coordinate the motion moves is within 8 degrees RMS of the truth (the limbs' within 5), and no
+    further from it than Pose2Sim's own scaling and IK on the same markers (to 0.1 degree)."""
+    run = tmp_path / "run"
+    truth = write_run(run, motion, noise_m=noise_m)
+    code, said = cli("kinematics", run, "--mass", "72")
+    assert code == 0, said
+    out = run / "kinematics"
+    ours = read_mot(out / "person_0001_ik.mot")
+    theirs = pose2sim_ik(out / "person_0001_markers.trc", tmp_path / "pose2sim")
+    summary = json.loads((out / "summary.json").read_text())["people"]["person 1"]
+    assert summary["solved"] == summary["frames"] == len(truth) and summary["marker_rms_m"] < 0.03 + 2 * noise_m
+    moved = sorted({n for q in truth for n, v in q.items() if abs(v) > 1e-9})
+    report = {}
+    for name in moved:
+        true = np.array([q.get(name, 0.0) for q in truth])
+        column = OPENSIM_NAMES.get(name, name)
+        if np.ptp(true) >= 5:
+            report[column] = (round(off_truth(ours[column], true), 2), round(off_truth(theirs[column], true), 2))
+    print(motion.__name__, noise_m, report)
+    assert report and all(a <= 8.0 for a, _ in report.values()), report  # the squat's lumbar: 7.5, as Pose2Sim's
+    assert all(a <= b + 0.1 for a, b in report.values()), report
+    assert all(a <= 5.0 for name, (a, _) in report.items() if not name.startswith("L5_S1")), report
+    assert (out / "person_0001_scaled.osim").stat().st_size > 10_000 and (out / "person_0001_markers.trc").exists()
+
+
+def test_bad_inputs_are_one_line_and_exit_2(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, said = cli("kinematics", empty)
+    assert code == 2 and said.count("\n") == 1 and "no people in metres" in said
+    short = tmp_path / "short"
+    write_run(short, squatting, seconds=0.2)  # 6 frames: too few to measure the person in
+    code, said = cli("kinematics", short)
+    assert code == 2 and "person 1: not scaled, skipped" in said and "Traceback" not in said
+    assert not list((short / "kinematics").glob("*.osim"))  # no partial model passed off as done
+    code, said = cli("kinematics", short, "--height", "tall")
+    assert code == 2 and said.strip().endswith("--height 'tall' is not a number")
+    import builtins
+
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name == "opensim" else real_import(name, *a, **k))  # fmt: skip
+    code, said = cli("kinematics", short)
+    assert code == 2 and said.count("\n") == 1 and "pip install -e '.[opensim]'" in said
