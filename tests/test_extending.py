@@ -314,8 +314,9 @@ def test_a_stages_files_go_through_the_outputs_segments_fence_and_resume(tmp_pat
 
 class Velocity(base.Stage):
     """The kata of issue 59: a person field, a file per track and a status line, declared by the stage alone. Each
-    person's speed (px/s) from its smoothed hips reaches the JSONL (`extra`); each track's speeds go to
-    velocity/track_NNNN.csv through the outputs when the track ends; how many people move is its status."""
+    person's speed (px/s) from its smoothed hips reaches the JSONL under its own name (`person.fields`); each
+    track's speeds go to velocity/track_NNNN.csv through the outputs when the track ends; how many people move is
+    its status."""
 
     reports = "velocity"
 
@@ -330,7 +331,7 @@ class Velocity(base.Stage):
             speed = 0.0 if before is None else float(np.linalg.norm(hips - before[1]) / max(now - before[0], 1e-6))
             state["last"][p.track_id] = (now, hips)
             state["rows"].setdefault(p.track_id, []).append((result.frame.index, round(speed, 3)))
-            p.extra["velocity"] = round(speed, 3)
+            p.fields["velocity"] = round(speed, 3)
             moving += speed > 1.0
         state["moving"] = moving
         for track_id in result.ended_tracks:
@@ -376,7 +377,7 @@ def test_a_velocity_stage_declares_its_field_file_and_status_and_the_runners_wir
         REGISTRY.update(saved)
     records = [r for folder in sorted((tmp_path / "out").iterdir()) if folder.is_dir()
                for r in read_jsonl(folder / "results.jsonl")]  # fmt: skip
-    speeds = [p["extra"]["velocity"] for r in records for p in r["people"]]
+    speeds = [p["velocity"] for r in records for p in r["people"]]
     assert len(records) == 20 and len(speeds) == 20 and speeds[0] == 0.0 and max(speeds) > 1.0
     (csv_file,) = (tmp_path / "out").glob("*/velocity/track_*.csv")  # in the segment the track ended in
     assert [float(line.split(",")[1]) for line in csv_file.read_text().splitlines()] == speeds

@@ -36,8 +36,9 @@ def frame_extras(result) -> dict:
 
 
 def person_extras(p) -> dict:
-    """The person's joint angles (the angles stage) and what users' stages added."""
-    out = {"angles": p.angles} if getattr(p, "angles", None) is not None else {}
+    """What stages added about the person: the built-in stages' fields each under its name (the angles stage's
+    `angles`), users' under `extra`."""
+    out = {name: value for name, value in getattr(p, "fields", {}).items() if value is not None}
     return {**out, "extra": p.extra} if getattr(p, "extra", None) else out
 
 

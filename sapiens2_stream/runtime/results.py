@@ -20,8 +20,14 @@ class Person:
     smoothed: np.ndarray | None = None  # [K, 2] after the online smoother
     keypoints_3d: np.ndarray | None = None  # [K, 3] metres in the camera frame (x right, y down, z forward)
     keypoints_3d_confidence: np.ndarray | None = None  # [K] in [0, 1]; halved where the joint was hidden
-    angles: dict | None = None  # the angles stage's: {"2d", "3d", "confidence", "why", "side"} (records: `angles`)
+    fields: dict = field(default_factory=dict)  # what built-in stages add about this person, each under its own
+    # name, which is its key in the records (JSONL, MQTT, `Result.to_dict()`): `angles` from the angles stage
     extra: dict = field(default_factory=dict)  # what users' stages add about this person (records: `extra`)
+
+    @property
+    def angles(self) -> dict | None:
+        """The angles stage's: {"2d", "3d", "confidence", "why", "side"}; None where it did not run."""
+        return self.fields.get("angles")
 
 
 @dataclass

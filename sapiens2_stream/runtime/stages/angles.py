@@ -78,7 +78,8 @@ class Angles(Stage):
         time_s = round(result.frame.pts_s, PTS_DIGITS)
         records, events = state.angles.frame(time_s, result.frame.index, [recorded(p) for p in result.people], up)
         for person, record in zip(result.people, records, strict=True):
-            person.angles = record
+            if record is not None:
+                person.fields["angles"] = record
         state.latest = {str(p.track_id): {k: r[k] for k in ("2d", "3d", "side")}
                         for p, r in zip(result.people, records, strict=True) if r is not None}  # fmt: skip
         result.events += [{**e, "source": state.label, "frame": result.frame.index} for e in events]
