@@ -140,6 +140,8 @@ def measure(work: Path, tiny: dict, sources: int, size: tuple[int, int]) -> dict
         "written_fps": round(frames / wall, 1), "host_cpu_ms_per_frame": round(host_ms, 1),
         "host_cpu_ms_per_person": round(1000 * cpu / people, 1),
         "host_fps_per_core": round(1000 / host_ms, 1), "stage_ms_per_frame": summary["stage_ms_per_frame"],
+        "source_stage_ms_per_frame": {k: v["p50"] for k, v in
+                                      next(iter(summary["sources"].values()))["stage_ms_per_frame"].items()},
     }  # fmt: skip
 
 
