@@ -27,6 +27,17 @@ if [ -n "$missing" ]; then
     echo "gpu.sh: missing here: $missing; run bash benchmarks/gpu_wheels.sh on the session's machine and carry .whl"
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu_device.txt"
+# What every figure of this call is from (issue 61, item 5): the device, its driver, torch and the commit. The tree
+# travels without .git: give the commit, e.g. `COMMIT=$(git rev-parse HEAD)` in the device command.
+python3 - "$out/run.json" <<'PY'
+import json, os, shutil, subprocess, sys, time
+import torch
+smi = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+driver = subprocess.run(smi, capture_output=True, text=True).stdout.strip() if shutil.which(smi[0]) else "none"
+json.dump({"commit": os.environ.get("COMMIT", "unknown"), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+           "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none", "driver": driver,
+           "torch": torch.__version__, "cuda": torch.version.cuda}, open(sys.argv[1], "w"), indent=1)
+PY
 
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $out/NAME.log, report how it ended
     local name=$1 limit=$2
