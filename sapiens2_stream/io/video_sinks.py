@@ -69,7 +69,7 @@ def matte_composite(result, background) -> np.ndarray:
 def open_writer(path: Path, fps: float | None, video_cfg, resume=None, feed: VideoFeed | None = None) -> VideoWriter:
     """A video writer; when resuming, it starts with the frames of the interrupted run's file up to the first one
     the run draws again (`resume.redraw_from`). `feed`: offered what it encodes from then on (a live view)."""
-    writer = VideoWriter(path, fps, video_cfg.crf, video_cfg.preset)
+    writer = VideoWriter(path, fps, video_cfg.crf, video_cfg.preset, background=True)
     if resume is not None and path.exists():  # the prefill is the past, not live: not offered to the feed
         previous = path.with_name(path.stem + ".previous.mp4")
         os.replace(path, previous)

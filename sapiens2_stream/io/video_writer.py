@@ -10,6 +10,8 @@ audio) into a regular MP4 with the index at the front, which every player and br
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -36,16 +38,25 @@ class Discard:
 
 
 class VideoWriter:
-    """Encodes RGB frames at their own timestamps. Frame size is fixed by the first frame (made even)."""
+    """Encodes RGB frames at their own timestamps. Frame size is fixed by the first frame (made even).
+
+    With `background`, the pictures are encoded on a thread of the writer's own, at most `AHEAD` behind: the
+    caller (a source's writer thread, which also steadies, draws and writes the records) goes on to the next frame
+    while this one is converted and encoded (at 1080p about half of the writer's time per frame). An encoding
+    error is raised by the next `write` or by `close`; frames a crash leaves unencoded are what `--resume` draws
+    again anyway (it counts the frames the file plays)."""
+
+    AHEAD = 2  # pictures waiting for the encoder at most (the caller waits beyond: memory stays bounded)
 
     def __init__(
         self, path: str | Path | None, fps: float | None = None, crf: int = 23, preset: str = "veryfast", *,
         on_packet: Callable[[av.Packet, object], None] | None = None,
-        on_picture: Callable[[np.ndarray], None] | None = None,
+        on_picture: Callable[[np.ndarray], None] | None = None, background: bool = False,
     ) -> None:  # fmt: skip
         """`on_packet(packet, stream)`: told every encoded packet, after it is muxed (the stream's codec
         parameters are then known); `on_picture(rgb)`: every picture encoded (a live view, `io.video_feed`).
-        `path` None: no file, only the callbacks (a live view of a source that records no annotated video)."""
+        `path` None: no file, only the callbacks (a live view of a source that records no annotated video).
+        `background`: encode on a thread of its own (the callbacks are then called there)."""
         self.path = Path(path) if path is not None else None
         self.on_packet, self.on_picture = on_packet, on_picture
         if self.path is not None:
@@ -59,6 +70,10 @@ class VideoWriter:
         self.size: tuple[int, int] | None = None
         self.last_pts = -1
         self.frames = 0
+        self.pending: queue.Queue | None = queue.Queue(self.AHEAD) if background else None
+        self.encoder: threading.Thread | None = None
+        self.failure: BaseException | None = None  # the encoder's error, until the caller is told
+        self.failed = False
 
     def _open(self, h: int, w: int) -> None:
         self.size = (h - h % 2, w - w % 2)
@@ -72,6 +87,30 @@ class VideoWriter:
         self.stream = stream
 
     def write(self, rgb: np.ndarray, pts_s: float) -> None:
+        """Encode `rgb` (kept as it is until encoded: never changed by the caller after) at `pts_s`."""
+        if self.pending is None:
+            self._encode(rgb, pts_s)
+            return
+        self._raise_failure()
+        if self.encoder is None:
+            self.encoder = threading.Thread(target=self._work, name="video-encoder", daemon=True)
+            self.encoder.start()
+        self.pending.put((rgb, pts_s))
+
+    def _work(self) -> None:
+        while (item := self.pending.get()) is not None:
+            if not self.failed:  # after a failure nothing more is encoded: the caller hears of it once
+                try:
+                    self._encode(*item)
+                except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                    self.failure, self.failed = e, True
+
+    def _raise_failure(self) -> None:
+        if self.failure is not None:
+            failure, self.failure = self.failure, None
+            raise failure
+
+    def _encode(self, rgb: np.ndarray, pts_s: float) -> None:
         if self.container is None:
             self._open(*rgb.shape[:2])
         h, w = self.size
@@ -100,14 +139,22 @@ class VideoWriter:
     def close(self, audio_source: str | Path | None = None, end_s: float | None = None) -> None:
         """Finish the file: flush the encoder, then remux into a regular MP4 with the audio of `audio_source` (up
         to `end_s`) when given. Where the remux fails the fragmented file stays, still playable."""
-        if self.container is None:
-            return
-        for packet in self.stream.encode(None):
-            self.container.mux(packet)
-        self.container.close()
-        self.container = None
-        if self.frames and self.path is not None:
-            finalize(self.path, audio_source, end_s)
+        if self.encoder is not None:  # every picture handed over encoded first
+            self.pending.put(None)
+            self.encoder.join()
+            self.encoder = None
+        failure, self.failure = self.failure, None
+        if self.container is not None:
+            try:
+                for packet in self.stream.encode(None):
+                    self.container.mux(packet)
+            finally:
+                self.container.close()
+                self.container = None
+            if self.frames and self.path is not None and failure is None:
+                finalize(self.path, audio_source, end_s)
+        if failure is not None:  # the frames before it are in the file, which plays
+            raise failure
 
 
 def decoded_frames(path: Path, limit: int | None = None):
