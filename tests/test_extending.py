@@ -231,19 +231,24 @@ def test_a_one_file_csv_sink_rolls_with_the_segments(tmp_path, tiny_dir, clip):
         assert frames == [str(r["frame"]) for r in read_jsonl(folder / "results.jsonl")] and len(frames) == 10
 
 
-def test_a_one_file_csv_sink_is_continued_by_resume(tmp_path, tiny_dir, clip):
+def stopped_after(pipeline: Pipeline, frames: int) -> None:
+    """Run `pipeline` on a thread and stop it (as Ctrl-C does) once it wrote `frames` frames."""
     import threading
 
-    out = tmp_path / "out"
-    cfg = config(tiny_dir, clip, out, outputs={"sinks": [CSV_SINK]}, runtime={"queue_size": 2})
-    pipeline = Pipeline(cfg)
     thread = threading.Thread(target=pipeline.run)
     thread.start()
     deadline = time.time() + 60
-    while time.time() < deadline and pipeline.streams[0].numbers.written < 4:
+    while time.time() < deadline and pipeline.streams[0].numbers.written < frames:
         time.sleep(0.01)
     pipeline.request_stop()
     thread.join(60)
+
+
+def test_a_one_file_csv_sink_is_continued_by_resume(tmp_path, tiny_dir, clip):
+
+    out = tmp_path / "out"
+    cfg = config(tiny_dir, clip, out, outputs={"sinks": [CSV_SINK]}, runtime={"queue_size": 2})
+    stopped_after(Pipeline(cfg), 4)
     first = len(rows(out / "people.csv")) - 1
     assert 4 <= first < 20
     Pipeline(cfg, resume=True).run()
@@ -274,7 +279,6 @@ def test_a_stages_files_go_through_the_outputs_segments_fence_and_resume(tmp_pat
     """The angles stage's per-track files are written by the outputs (`stage_files`), not by the stage: they land
     in the segment folder being written, are not written once the fence refuses a folder, and a run stopped and
     resumed writes the files an unbroken run writes."""
-    import threading
 
     angles = {"angles": {"enabled": True, "plots": False}}
     Pipeline(config(tiny_dir, clip, tmp_path / "whole", **angles)).run()
@@ -299,14 +303,7 @@ def test_a_stages_files_go_through_the_outputs_segments_fence_and_resume(tmp_pat
 
     out = tmp_path / "resumed"
     cfg = config(tiny_dir, clip, out, runtime={"queue_size": 2}, **angles)
-    pipeline = Pipeline(cfg)
-    thread = threading.Thread(target=pipeline.run)
-    thread.start()
-    deadline = time.time() + 60
-    while time.time() < deadline and pipeline.streams[0].numbers.written < 6:
-        time.sleep(0.01)
-    pipeline.request_stop()
-    thread.join(60)
+    stopped_after(Pipeline(cfg), 6)
     assert 6 <= len(read_jsonl(out / "results.jsonl")) < 20
     Pipeline(cfg, resume=True).run()
     assert (out / "angles" / mot.name).read_text() == mot.read_text()

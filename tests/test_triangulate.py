@@ -267,27 +267,33 @@ def test_a_file_camera_that_lags_is_waited_for(tmp_path):
     assert [r["views"] for r in records] == [["cam1", "cam2"]] * 10
 
 
-def test_a_run_with_calibrated_sources_writes_its_moments(tmp_path, tiny_dir):
-    """Two file sources named like the calibration's cameras: the run attaches live motion capture, writes one
-    moment per frame pair to OUTPUT/3d/keypoints_3d.jsonl and reports it in the summary (random weights: the
-    keypoints agree across views by chance only, so who is found is not the point here)."""
+def two_camera_run(tmp_path, tiny_dir, **sections):
+    """Two file sources named like a two-camera rig's calibration (a walk of 6 frames), full-frame boxes, the
+    tiny pose model, no video: a run whose camera group is triangulated live."""
     from sapiens2_stream.config import from_dict
     from sapiens2_stream.io.synthetic import make_clip
-    from sapiens2_stream.runtime.pipeline import Pipeline
     from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from sapiens2_stream.threed.calibration import write_calibration
 
     clip = tmp_path / "walk.mp4"
     make_clip(clip, frames=6, size=(240, 320), people=1)
     write_calibration(tmp_path / "Calib.toml", S.rig(2))
-    cfg = from_dict(PipelineConfig, {
+    return from_dict(PipelineConfig, {
         "sources": [{"name": "cam1", "uri": str(clip)}, {"name": "cam2", "uri": str(clip)}],
         "detector": {"type": "full_frame"},
         "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96]}},
         "outputs": {"dir": str(tmp_path / "out"), "video": {"enabled": False}},
-        "threed": {"calibration": str(tmp_path / "Calib.toml")},
+        "threed": {"calibration": str(tmp_path / "Calib.toml")}, **sections,
     })  # fmt: skip
-    pipeline = Pipeline(cfg)
+
+
+def test_a_run_with_calibrated_sources_writes_its_moments(tmp_path, tiny_dir):
+    """Two file sources named like the calibration's cameras: the run attaches live motion capture, writes one
+    moment per frame pair to OUTPUT/3d/keypoints_3d.jsonl and reports it in the summary (random weights: the
+    keypoints agree across views by chance only, so who is found is not the point here)."""
+    from sapiens2_stream.runtime.pipeline import Pipeline
+
+    pipeline = Pipeline(two_camera_run(tmp_path, tiny_dir))
     pipeline.open()  # the live motion-capture group is made when the run opens its cameras
     published = []
     client = type("Client", (), {"publish": lambda self, topic, message: published.append(topic)})()
@@ -310,13 +316,9 @@ def test_a_group_stage_runs_on_its_own_thread_and_one_that_fails_is_left_out(tmp
     own outputs go on to their end and are charged nothing, and the summary's errors (exit 3) name the stage."""
     import threading
 
-    from sapiens2_stream.config import from_dict
-    from sapiens2_stream.io.synthetic import make_clip
     from sapiens2_stream.runtime.pipeline import Pipeline
-    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from sapiens2_stream.runtime.stages.group_angles import GroupAngles
     from sapiens2_stream.runtime.stages.write_3d import Write3D
-    from sapiens2_stream.threed.calibration import write_calibration
 
     threads, calls = set(), []
 
@@ -332,19 +334,8 @@ def test_a_group_stage_runs_on_its_own_thread_and_one_that_fails_is_left_out(tmp
 
     monkeypatch.setattr(GroupAngles, "__call__", breaks)
     monkeypatch.setattr(Write3D, "__call__", writes)
-    clip = tmp_path / "walk.mp4"
-    make_clip(clip, frames=6, size=(240, 320), people=1)
-    write_calibration(tmp_path / "Calib.toml", S.rig(2))
-    cfg = from_dict(PipelineConfig, {
-        "sources": [{"name": "cam1", "uri": str(clip)}, {"name": "cam2", "uri": str(clip)}],
-        "detector": {"type": "full_frame"},
-        "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96]}},
-        "outputs": {"dir": str(tmp_path / "out"), "video": {"enabled": False}},
-        "threed": {"calibration": str(tmp_path / "Calib.toml")},
-        "angles": {"enabled": True},
-    })  # fmt: skip
     with caplog.at_level("ERROR", logger="sapiens2_stream"):
-        summary = Pipeline(cfg).run()
+        summary = Pipeline(two_camera_run(tmp_path, tiny_dir, angles={"enabled": True})).run()
     assert threads == {"group-stages"}
     assert len(calls) == 3  # off after its failure
     lines = (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()
