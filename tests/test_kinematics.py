@@ -133,7 +133,7 @@ def test_each_moving_coordinate_is_as_near_the_truth_as_pose2sims_own(tmp_path, 
     ours = read_mot(out / "person_0001_ik.mot")
     theirs = pose2sim_ik(out / "person_0001_markers.trc", tmp_path / "pose2sim")
     summary = json.loads((out / "summary.json").read_text())["people"]["person 1"]
-    assert summary["solved"] == summary["frames"] == len(truth) and summary["marker_rms_m"] < 0.03 + 2 * noise_m
+    assert summary["solved"] == summary["frames"] == len(truth) and summary["marker_rms_m"] < 0.05 + 2 * noise_m
     moved = sorted({n for q in truth for n, v in q.items() if abs(v) > 1e-9})
     report = {}
     for name in moved:
@@ -148,7 +148,7 @@ def test_each_moving_coordinate_is_as_near_the_truth_as_pose2sims_own(tmp_path, 
     assert (out / "person_0001_scaled.osim").stat().st_size > 10_000 and (out / "person_0001_markers.trc").exists()
 
 
-def test_bad_inputs_are_one_line_and_exit_2(tmp_path, monkeypatch):
+def test_bad_inputs_are_one_line_and_exit_2(tmp_path, monkeypatch, tiny_dir):
     empty = tmp_path / "empty"
     empty.mkdir()
     code, said = cli("kinematics", empty)
@@ -167,3 +167,74 @@ def test_bad_inputs_are_one_line_and_exit_2(tmp_path, monkeypatch):
                         if name == "opensim" else real_import(name, *a, **k))  # fmt: skip
     code, said = cli("kinematics", short)
     assert code == 2 and said.count("\n") == 1 and "pip install -e '.[opensim]'" in said
+    from sapiens2_stream.threed.calibration import write_calibration
+    from tests import scenes3d as S
+
+    write_calibration(tmp_path / "Calib.toml", S.rig(2))
+    spec = tmp_path / "live.yaml"
+    spec.write_text(json.dumps({"sources": [{"name": f"cam{i}", "uri": f"rtsp://127.0.0.1/cam{i}"} for i in (1, 2)],
+                                "detector": {"type": "full_frame"},
+                                "models": {"pose": {"source": str(tiny_dir["pose"])}},
+                                "threed": {"calibration": str(tmp_path / "Calib.toml")},
+                                "kinematics": {"enabled": True}}))  # fmt: skip
+    code, said = cli("validate", spec)  # a live run's build says it before its first frame
+    assert code == 2 and said.count("\n") == 1 and "pip install -e '.[opensim]'" in said, said
+
+
+def test_live_kinematics_of_a_camera_group_equals_the_command_on_its_files(tmp_path):
+    """Four calibrated cameras see a walking body (1 px of noise); `kinematics: on`: each moment's person gets its
+    coordinates once scaled (null with the reason before), the files land in OUTPUT/kinematics/ at the end, and
+    `sapiens2-stream kinematics` on the run's files gives the same values (to 0.01 degree)."""
+    import cv2
+
+    from sapiens2_stream.config import from_dict
+    from sapiens2_stream.runtime.pipeline import check_group_stages
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
+    from sapiens2_stream.runtime.stages import builtin_stages, in_order
+    from sapiens2_stream.runtime.stages.context import group_context
+    from sapiens2_stream.runtime.stages.group import GroupStages
+    from sapiens2_stream.threed.calibration import write_calibration
+    from tests import scenes3d as S
+
+    rig = S.rig(4)
+    write_calibration(tmp_path / "Calib.toml", rig)
+    cfg = from_dict(PipelineConfig, {
+        "sources": [{"name": c.name, "uri": f"rtsp://127.0.0.1/{c.name}"} for c in rig],
+        "outputs": {"dir": str(tmp_path / "out")}, "threed": {"calibration": str(tmp_path / "Calib.toml")},
+        "kinematics": {"enabled": True, "scale_frames": 15},
+    })  # fmt: skip
+    enabled = check_group_stages(cfg, in_order(builtin_stages(None)))
+    assert [s.name for s in enabled] == ["triangulate", "group_kinematics", "write_3d"]
+    ctx = group_context(cfg)
+    ctx.rates = {c.name: 10.0 for c in rig}
+    stages = GroupStages(enabled, cfg, ctx)
+    live = stages.state("triangulate")
+    index = {n: i for i, n in enumerate(pose_metadata().names)}
+    rng, clock = np.random.default_rng(11), 100.0
+    for i in range(60):
+        q, yaw = walking(i / 10)
+        world = {n: p[[2, 0, 1]] for n, p in body_points(q, yaw=yaw).items()}  # OpenSim's Y up -> the rig's Z up
+        for c in rig:
+            kp, sc = np.zeros((1, 308, 2)), np.zeros((1, 308))
+            for name, p in world.items():
+                pixel, _ = cv2.projectPoints(p, c.rotation, c.translation, c.matrix, c.distortions)
+                kp[0, index[name]], sc[0, index[name]] = pixel.ravel() + rng.normal(0, 1.0, 2), 0.9
+            clock += 0.002
+            live.add(c.name, i / 10, kp, sc, arrived=clock)
+        clock += 0.06
+        live.poll(clock)
+    live.flush()
+    stages.ended()
+    records = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
+    people = [r["people"][0] for r in records]
+    assert len(people) == 60 and people[0]["kinematics"] is None and "scaling: 1 of 15" in people[0]["kinematics_why"]
+    solved = [k for k, p in enumerate(people) if p["kinematics"] is not None]
+    assert solved and solved[0] <= 20 and solved == list(range(solved[0], 60))
+    written = read_mot(tmp_path / "out" / "kinematics" / "person_0001_ik.mot")
+    code, said = cli("kinematics", tmp_path / "out", "--scale-frames", 15, "--output", tmp_path / "again")
+    assert code == 0, said
+    again = read_mot(tmp_path / "again" / "person_0001_ik.mot")
+    for name in ("knee_angle_r", "hip_flexion_l", "arm_flex_r", "pelvis_tilt"):
+        assert np.allclose(written[name], again[name], atol=1e-3), name  # the run's files are the command's
+        live_values = np.array([people[k]["kinematics"][name] for k in solved])
+        assert np.allclose(live_values, again[name][solved], atol=0.01), name

@@ -43,6 +43,9 @@ def add_parser(sub) -> None:
     k.add_argument("--height", metavar="M", help="the person's height, kept in the summary beside the scaled "
                                                  "model's (the segments are measured from the track)")  # fmt: skip
     k.add_argument("--tracks", metavar="IDS", help="only these track ids (comma-separated)")
+    k.add_argument("--scale-frames", metavar="N", default="30", dest="scale_frames",
+                   help="the model is scaled from the person's first N frames standing straight enough, as a live "
+                        "run with kinematics.scale_frames does (default %(default)s)")  # fmt: skip
     k.add_argument("--start", metavar="S", help="from this time (seconds, as the run's timestamps)")
     k.add_argument("--end", metavar="S", help="to this time")
     k.set_defaults(func=cmd_kinematics)
@@ -53,8 +56,9 @@ def cmd_kinematics(args) -> int:
 
     mass, height = number(args.mass, "--mass", positive=True), number(args.height, "--height", positive=True)
     start, end = number(args.start, "--start"), number(args.end, "--end")
+    frames = number(args.scale_frames, "--scale-frames", positive=True)
     summary = kinematics(Path(args.run), Path(args.output) if args.output else None, args.model, mass, height,
-                         track_ids(args.tracks) if args.tracks else None, start, end,
+                         track_ids(args.tracks) if args.tracks else None, start, end, int(frames),
                          say=lambda line: print(line, file=sys.stderr))  # fmt: skip
     if not any("solved" in p for p in summary["people"].values()):
         raise Sapiens2StreamError(f"{args.run}: no person could be scaled (see above)")

@@ -1,16 +1,17 @@
 """A person's OpenSim model scaled from their own track, then inverse kinematics frame by frame.
 
 Scaling: each of the setup's measurements (torso, thigh, shank, ...) is the ratio of the person's marker distances
-to the unscaled model's, over the frames where the person stands straight enough (hips and knees bent less than
-`STRAIGHT_DEG`; the fastest tenth of frames left out, as moving markers smear), a trimmed mean (the
-quarter of values at each end left out), left and right together (a person's sides are taken as equal). The
-model's bodies are scaled by those factors and its mass spread as the generic model's (`Model.scale`).
+to the unscaled model's, over the person's first `scale_frames` frames standing straight enough (hips and knees
+bent less than `STRAIGHT_DEG`: crouched, keypoints are found less well), a trimmed mean (the quarter of values at
+each end left out), left and right together (a person's sides are taken as equal). The first frames, so that a
+live run, which scales as soon as it has seen them, and the run's files give the same model. The model's bodies
+are scaled by those factors and its mass spread as the generic model's (`Model.scale`).
 
-IK: OpenSim's own solver (`InverseKinematicsSolver`, as the IK tool runs it, with the setup's coordinate tasks),
-each frame warm-started from the last. A marker is weighted by the setup's weight times its keypoint's sureness;
-a marker whose keypoint is unsure (under `MIN_SURE`) is left out of that frame; a frame with fewer than
-`MIN_MARKERS` sure markers, or one the solver cannot fit, is not solved (NaN, with the reason). `TrackIK.solve`
-takes any frames in time order, so a live stage can feed it as a run goes.
+IK: OpenSim's own solver (`InverseKinematicsSolver`, as the IK tool sets it up, with the setup's coordinate
+tasks), one frame at a time from the pose of the last solved frame. A marker is weighted by the setup's weight
+times its keypoint's sureness; a marker whose keypoint is unsure (under `MIN_SURE`) is left out of that frame; a
+frame with fewer than `MIN_MARKERS` sure markers, or one the solver cannot fit, is not solved (NaN, with the
+reason).
 """
 
 from __future__ import annotations
@@ -41,17 +42,22 @@ def angle_deg(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.degrees(np.arccos(np.clip(cos, -1, 1)))
 
 
-def measuring_frames(points: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """The frames (mask over [T, M, 3] markers) a person's segments are measured in: standing straight enough, and
-    not among the fastest tenth."""
+def standing(points: np.ndarray) -> np.ndarray:
+    """Whether each frame of markers [T, M, 3] shows the person standing straight enough to be measured in (hips
+    and knees bent less than `STRAIGHT_DEG`, where seen)."""
     at = {n: points[:, i] for i, n in enumerate(NAMES)}
     bends = [180 - angle_deg(at[f"{s}Hip"], at[f"{s}Knee"], at[f"{s}Ankle"]) for s in "LR"]
     bends += [180 - angle_deg(at[f"{s}Shoulder"], at[f"{s}Hip"], at[f"{s}Knee"]) for s in "LR"]
-    straight = np.all([np.nan_to_num(b, nan=0.0) <= STRAIGHT_DEG for b in bends], axis=0)
-    pelvis = (at["LHip"] + at["RHip"]) / 2
-    speed = np.r_[0.0, np.linalg.norm(np.diff(pelvis, axis=0), axis=-1) / np.maximum(np.diff(times), 1e-6)]
-    fast = np.isfinite(speed) & (speed > np.nanpercentile(speed, 90)) if np.isfinite(speed).any() else False
-    return straight & ~fast
+    return np.all([np.nan_to_num(b, nan=0.0) <= STRAIGHT_DEG for b in bends], axis=0)
+
+
+def measuring_frames(points: np.ndarray, count: int) -> np.ndarray:
+    """The frames a person is measured in: the first `count` frames standing straight enough (all there are, when
+    fewer). A live run scales when it has seen them, so the files give the same model."""
+    chosen = np.flatnonzero(standing(points))[:count]
+    mask = np.zeros(len(points), bool)
+    mask[chosen] = True
+    return mask
 
 
 def trimmed_mean(values: np.ndarray, cut: float = 0.25) -> float:
@@ -69,11 +75,11 @@ class Scaled:
     frames: int  # frames it was measured in
 
 
-def scale_model(opensim, folder: Path, model: str, points: np.ndarray, times: np.ndarray, mass: float,
-                out: Path) -> Scaled:  # fmt: skip
+def scale_model(opensim, folder: Path, model: str, points: np.ndarray, mass: float, out: Path,
+                frames: int) -> Scaled:  # fmt: skip
     """The model `model` (simple or full) scaled to the person of markers [T, M, 3] (OpenSim frame, metres, NaN
-    where unsure), written to `out`."""
-    chosen = measuring_frames(points, times)
+    where unsure) as measured in their first `frames` standing frames, written to `out`."""
+    chosen = measuring_frames(points, frames)
     if chosen.sum() < MIN_SCALE_FRAMES:
         raise TooShort(f"{int(chosen.sum())} frames standing straight enough to measure (needs {MIN_SCALE_FRAMES})")
     generic = load_model(opensim, folder, folder / MODELS[model])
@@ -124,7 +130,8 @@ class Solved:
 
 
 class TrackIK:
-    """OpenSim's IK solver on one scaled model, frame by frame, each frame warm-started from the last solved."""
+    """OpenSim's IK solver on one scaled model, one frame at a time, each from the pose the last solved frame left
+    (a run's files and a live run call `frame` alike, so both give the same values)."""
 
     def __init__(self, opensim, folder: Path, model_path: Path) -> None:
         self.opensim = opensim
@@ -133,23 +140,24 @@ class TrackIK:
         coords = self.model.getCoordinateSet()
         self.coords = [coords.get(i) for i in range(coords.getSize())]
         self.names = [c.getName() for c in self.coords]
-        self.rotational = [c.getMotionType() == 1 for c in self.coords]  # Coordinate::Rotational
+        self.rotational = np.array([c.getMotionType() == 1 for c in self.coords])  # Coordinate::Rotational
         self.weights = marker_weights(folder)
         self.held = coordinate_tasks(folder)
 
-    def solve(self, times: np.ndarray, points: np.ndarray, sure: np.ndarray) -> Solved:
-        """Markers [T, M, 3] (OpenSim frame, metres) with sureness [T, M] -> each frame's coordinates."""
+    def frame(self, t: float, points: np.ndarray, sure: np.ndarray) -> tuple[np.ndarray | None, tuple, str | None]:
+        """Markers [M, 3] (OpenSim frame, metres) with sureness [M] at time `t` -> (the coordinates [C], degrees
+        for rotations, or None; (RMS, largest) marker error in metres; why it was not solved, or None)."""
         osim = self.opensim
         usable = np.isfinite(points).all(-1) & (sure >= MIN_SURE)
+        if usable.sum() < MIN_MARKERS:
+            return None, (np.nan, np.nan), f"{int(usable.sum())} sure markers (needs {MIN_MARKERS})"
         table = osim.TimeSeriesTableVec3()
-        table.setColumnLabels(list(NAMES))
-        nan = osim.Vec3(np.nan, np.nan, np.nan)
-        for t, row, ok in zip(times, points, usable, strict=True):
-            table.appendRow(float(t), osim.RowVectorVec3([osim.Vec3(*map(float, p)) if u else nan
-                                                          for p, u in zip(row, ok, strict=True)]))  # fmt: skip
+        table.setColumnLabels([n for n, u in zip(NAMES, usable, strict=True) if u])
+        table.appendRow(float(t), osim.RowVectorVec3([osim.Vec3(*map(float, p)) for p in points[usable]]))
         weight_set = osim.SetMarkerWeights()
-        for name in NAMES:
-            weight_set.cloneAndAppend(osim.MarkerWeight(name, self.weights.get(name, 1.0)))
+        for name, s in zip(NAMES, sure, strict=True):
+            if name in table.getColumnLabels():
+                weight_set.cloneAndAppend(osim.MarkerWeight(name, self.weights.get(name, 1.0) * float(min(s, 1.0))))
         # the solver keeps references to these: they must live as long as it does (a temporary is freed under it)
         reference, held, targets = osim.MarkersReference(table, weight_set), osim.SimTKArrayCoordinateReference(), []
         for name, (weight, value) in self.held.items():  # the setup's coordinate tasks, as its IK tool adds them
@@ -160,44 +168,28 @@ class TrackIK:
             held.push_back(targets[-1][1])
         solver = osim.InverseKinematicsSolver(self.model, reference, held, float("inf"))
         solver.setAccuracy(1e-5)
+        self.state.setTime(float(t))
+        try:
+            solver.assemble(self.state)  # from the pose the state holds: the last solved frame's
+        except RuntimeError as e:  # OpenSim's exceptions arrive as RuntimeError
+            return None, (np.nan, np.nan), f"the solver could not fit the model: {str(e).splitlines()[0][:160]}"
+        values = np.array([c.getValue(self.state) for c in self.coords])
+        values[self.rotational] = np.degrees(values[self.rotational])
+        found = osim.SimTKArrayDouble()
+        solver.computeCurrentMarkerErrors(found)
+        e = np.array([found.getElt(i) for i in range(found.size())])
+        return values, (float(np.sqrt(np.mean(e**2))), float(e.max())), None
+
+
+    def solve(self, times: np.ndarray, points: np.ndarray, sure: np.ndarray) -> Solved:
+        """Every frame of a track in order ([T, M, 3] markers, [T, M] sureness), each from the last solved."""
         values = np.full((len(times), len(self.coords)), np.nan)
         errors = np.full((len(times), 2), np.nan)
         unsolved: dict[int, str] = {}
-        assembled, applied = False, {n: self.weights.get(n, 1.0) for n in NAMES}
         for k, t in enumerate(times):
-            if usable[k].sum() < MIN_MARKERS:
-                unsolved[k] = f"{int(usable[k].sum())} sure markers (needs {MIN_MARKERS})"
-                continue
-            weights = {n: self.weights.get(n, 1.0) * float(min(s, 1.0)) for n, s in zip(NAMES, sure[k], strict=True)}
-            if assembled:  # (the solver knows its markers once assembled; the first frame has the setup's weights)
-                for name, weight in weights.items():
-                    if weight != applied.get(name):  # a change makes the solver start afresh: only where needed
-                        solver.updateMarkerWeight(name, weight)
-            applied = weights
-            self.state.setTime(float(t))
-            try:
-                self.fit(solver, assembled)
-            except RuntimeError as e:  # OpenSim's exceptions arrive as RuntimeError
-                unsolved[k] = f"the solver could not fit the model: {str(e).splitlines()[0][:160]}"
-                assembled = False
-                continue
-            assembled = True
-            values[k] = [c.getValue(self.state) for c in self.coords]
-            found = osim.SimTKArrayDouble()
-            solver.computeCurrentMarkerErrors(found)
-            e = np.array([found.getElt(i) for i in range(found.size())])
-            e = e[np.isfinite(e)]
-            errors[k] = [np.sqrt(np.mean(e**2)), e.max()] if len(e) else np.nan
-        values[:, self.rotational] = np.degrees(values[:, self.rotational])
-        return Solved(self.names, self.rotational, values, errors, unsolved)
-
-    def fit(self, solver, assembled: bool) -> None:
-        """The frame's pose: tracked from the last one's, else (the first frame, after an unsolved one, or where
-        tracking refuses: new marker weights can ask for it) assembled afresh."""
-        if assembled:
-            try:
-                solver.track(self.state)
-                return
-            except RuntimeError:
-                pass
-        solver.assemble(self.state)
+            found, errors[k], why = self.frame(t, points[k], sure[k])
+            if found is None:
+                unsolved[k] = why
+            else:
+                values[k] = found
+        return Solved(self.names, list(self.rotational), values, errors, unsolved)

@@ -24,8 +24,10 @@ from ..io.track_files import write_trc
 from .fit import TooShort, TrackIK, scale_model
 from .markers import NAMES, markers
 from .opensim_files import need_opensim, setup_dir
+from .options import KinematicsConfig
 
 TO_OPENSIM = [1, 2, 0]  # world (Z up) axes -> OpenSim's (Y up)
+SCALE_FRAMES = KinematicsConfig().scale_frames
 
 
 @dataclass
@@ -87,12 +89,18 @@ def people_in_metres(run: Path) -> list[Track]:
     return tracks
 
 
-def solve_track(opensim, folder: Path, track: Track, out: Path, model: str, mass: float) -> dict:
+def opensim_markers(keypoints: np.ndarray, confidence: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """World keypoints (Z up) [..., 308, 3] and confidence -> markers in OpenSim's frame (Y up) and sureness."""
+    points, sure = markers(keypoints, confidence)
+    return points[..., TO_OPENSIM], sure
+
+
+def solve_track(opensim, folder: Path, track: Track, out: Path, model: str, mass: float, scale_frames: int) -> dict:
     """One person scaled, solved and written; their summary (raises TooShort)."""
-    points, sure = markers(track.keypoints, track.confidence)
-    points = points[..., TO_OPENSIM]
+    points, sure = opensim_markers(track.keypoints, track.confidence)
     stem = out / f"person_{track.track_id:04d}"
-    scaled = scale_model(opensim, folder, model, points, track.times, mass, stem.with_name(stem.name + "_scaled.osim"))
+    scaled = scale_model(opensim, folder, model, points, mass, stem.with_name(stem.name + "_scaled.osim"),
+                         scale_frames)  # fmt: skip
     solved = TrackIK(opensim, folder, scaled.path).solve(track.times, points, sure)
     write_mot(stem.with_name(stem.name + "_ik.mot"), track.times, tuple(solved.coordinates), solved.values)
     shown = np.where((sure >= 0.3)[..., None], points, np.nan)
@@ -117,13 +125,14 @@ def solve_track(opensim, folder: Path, track: Track, out: Path, model: str, mass
 
 def kinematics(run: Path, out: Path | None, model: str = "simple", mass: float = 70.0, height: float | None = None,
                tracks: set[int] | None = None, start: float | None = None, end: float | None = None,
-               say=print) -> dict:  # fmt: skip
+               scale_frames: int = SCALE_FRAMES, say=print) -> dict:  # fmt: skip
     """Every chosen person of `run` scaled and solved into `out` (default RUN/kinematics); the summary."""
     opensim, folder = need_opensim(), setup_dir()
     out = out or run / "kinematics"
     found = people_in_metres(run)
     several = len({t.label for t in found}) > 1
-    summary: dict = {"run": str(run), "model": model, "mass_kg": mass, "height_m": height, "people": {}}
+    summary: dict = {"run": str(run), "model": model, "mass_kg": mass, "height_m": height,
+                     "scale_frames": scale_frames, "people": {}}
     for track in found:
         if tracks is not None and track.track_id not in tracks:
             continue
@@ -134,7 +143,7 @@ def kinematics(run: Path, out: Path | None, model: str = "simple", mass: float =
         where = out / track.label if several else out
         name = f"{track.label} person {track.track_id}" if several else f"person {track.track_id}"
         try:
-            done = solve_track(opensim, folder, track, where, model, mass)
+            done = solve_track(opensim, folder, track, where, model, mass, scale_frames)
         except TooShort as e:
             say(f"{name}: not scaled, skipped: {e}")
             summary["people"][name] = {"frames": len(track.times), "skipped": str(e)}

@@ -7,8 +7,8 @@
       -> infer   (one device thread: crops, batched Sapiens2 forwards, flip TTA, decoding)
       -> each stream's writer, in frame order: temporal -> smooth -> threed -> angles -> events -> write (sinks,
          observers)
-      -> across sources, once per run: triangulate -> group_angles -> write_3d (a calibrated group), pose2sim (at
-         the end)
+      -> across sources, once per run: triangulate -> group_angles -> group_kinematics -> write_3d (a calibrated
+         group), pose2sim (at the end)
 
 Detection of the next batch overlaps inference of the current one. Files run at full batches for throughput.
 Live sources are served freshest first: frames are taken just before the models free up (so they have not aged

@@ -28,7 +28,7 @@ from .options import ModelSection, check_temporal
 
 # The packages' options modules, in the order their sections come in the YAML (each declares its own).
 OPTIONS = ("detect.options", "track.options", "runtime.options", "io.options", "threed.options", "angles.options",
-           "events.options", "export.options")  # fmt: skip
+           "kinematics.options", "events.options", "export.options")  # fmt: skip
 
 
 @section

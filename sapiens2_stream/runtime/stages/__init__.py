@@ -1,7 +1,8 @@
 """The pipeline's stages, one file each, in the order a frame meets them (`base.ORDER`, the one list):
 
     take -> detect -> track -> infer -> temporal -> smooth -> threed -> angles -> events -> write
-      -> (across the sources of a calibrated group) triangulate -> group_angles -> write_3d -> pose2sim
+      -> (across the sources of a calibrated group) triangulate -> group_angles -> group_kinematics -> write_3d
+         -> pose2sim
 
 plus users' own stages (`stages:` in the YAML, `stages=` in the Python API) wherever they say. See `base` for what
 a stage is, `runner` for how one source's stages run, `user` for users' stages. Every module of this package is
