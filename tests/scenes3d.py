@@ -260,3 +260,48 @@ def world_truth(poses: list[Pose]) -> np.ndarray:
             if name in ids:
                 out[p, ids[name]] = point
     return out
+
+
+def camera_group(folder, cameras: int = 4, **sections):
+    """A calibrated group of `cameras` live cameras (Calib.toml in `folder`, outputs in folder/out) with the run's
+    group stages for the YAML `sections` given: (the rig, the stages' runner, the names of the stages enabled)."""
+    from sapiens2_stream.config import from_dict
+    from sapiens2_stream.runtime.pipeline import check_group_stages
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
+    from sapiens2_stream.runtime.stages import builtin_stages, in_order
+    from sapiens2_stream.runtime.stages.context import group_context
+    from sapiens2_stream.runtime.stages.group import GroupStages
+    from sapiens2_stream.threed.calibration import write_calibration
+
+    cams = rig(cameras)
+    write_calibration(folder / "Calib.toml", cams)
+    cfg = from_dict(PipelineConfig, {
+        "sources": [{"name": c.name, "uri": f"rtsp://127.0.0.1/{c.name}"} for c in cams],
+        "outputs": {"dir": str(folder / "out")}, "threed": {"calibration": str(folder / "Calib.toml")}, **sections,
+    })  # fmt: skip
+    enabled = check_group_stages(cfg, in_order(builtin_stages(None)))
+    ctx = group_context(cfg)
+    ctx.rates = {c.name: 10.0 for c in cams}
+    return cams, GroupStages(enabled, cfg, ctx), [s.name for s in enabled]
+
+
+def film(stages, cams: list, bodies, rng, noise_px: float = 1.0) -> None:
+    """Each body (named keypoints of the 308, world metres, Z up) seen by every camera of `cams`, frame i at i/10 s,
+    with `noise_px` of noise, through the group's live triangulation; then the end of input and of the stages."""
+    import cv2
+
+    from sapiens2_stream.models.metadata import keypoint_index
+
+    at, live, clock = keypoint_index(), stages.state("triangulate"), 100.0
+    for i, body in enumerate(bodies):
+        for c in cams:
+            kp, sc = np.zeros((1, 308, 2)), np.zeros((1, 308))
+            for name, p in body.items():
+                pixel, _ = cv2.projectPoints(p, c.rotation, c.translation, c.matrix, c.distortions)
+                kp[0, at[name]], sc[0, at[name]] = pixel.ravel() + rng.normal(0, noise_px, 2), 0.9
+            clock += 0.002
+            live.add(c.name, i / 10, kp, sc, arrived=clock)
+        clock += 0.06  # the next frame's results come a frame later: a silent camera's wait runs out meanwhile
+        live.poll(clock)
+    live.flush()
+    stages.ended()

@@ -383,52 +383,18 @@ def test_a_camera_groups_people_get_3d_angles_through_triangulation(tmp_path):
     """Four calibrated cameras see a body whose joint angles are known (1 px of noise): the moments written carry
     its angles within a few degrees, its files land in OUTPUT/3d/angles/, and `sapiens2-stream angles` on the run
     gives the moments' values again."""
-    import cv2
-
     from sapiens2_stream.cli import main
-    from sapiens2_stream.config import from_dict
-    from sapiens2_stream.runtime.pipeline import check_group_stages
-    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
-    from sapiens2_stream.runtime.stages import builtin_stages, in_order
-    from sapiens2_stream.runtime.stages.context import group_context
-    from sapiens2_stream.runtime.stages.group import GroupStages
-    from sapiens2_stream.threed.calibration import write_calibration
     from tests import scenes3d as S
     from tests.conftest import read_jsonl
 
-    rig = S.rig(4)
-    write_calibration(tmp_path / "Calib.toml", rig)
-    cfg = from_dict(PipelineConfig, {
-        "sources": [{"name": c.name, "uri": f"rtsp://127.0.0.1/{c.name}"} for c in rig],
-        "outputs": {"dir": str(tmp_path / "out")}, "threed": {"calibration": str(tmp_path / "Calib.toml")},
-        "angles": {"enabled": True, "filter": "none"},
-    })  # fmt: skip
-    enabled = check_group_stages(cfg, in_order(builtin_stages(None)))
-    assert [s.name for s in enabled] == ["triangulate", "group_angles", "write_3d"]
-    ctx = group_context(cfg)
-    ctx.rates = {c.name: 10.0 for c in rig}
-    stages = GroupStages(enabled, cfg, ctx)
-    live = stages.state("triangulate")
+    rig, stages, enabled = S.camera_group(tmp_path, angles={"enabled": True, "filter": "none"})
+    assert enabled == ["triangulate", "group_angles", "write_3d"]
     to_world = np.array([[1.0, 0, 0], [0, 0, -1], [0, 1, 0]])  # X forward, Y up, Z right -> Z up
-    rng = np.random.default_rng(11)
-    truth, clock = [], 100.0
-    for i in range(20):
-        q = {"hip_flexion_r": 30 * np.sin(i / 4), "knee_angle_r": 40 + 30 * np.sin(i / 5), "elbow_flex_l": 70,
-             "arm_flex_l": 20 + 2 * i, "hip_adduction_l": -10, "lumbar_extension": -10,
-             "ankle_angle_r": 10}  # fmt: skip
-        truth.append(q)
-        points = body_points(q, yaw=i * 9.0)
-        for c in rig:
-            kp, sc = np.zeros((1, 308, 2)), np.zeros((1, 308))
-            for name, p in points.items():
-                pixel, _ = cv2.projectPoints(to_world @ p, c.rotation, c.translation, c.matrix, c.distortions)
-                kp[0, KP[name]], sc[0, KP[name]] = pixel.ravel() + rng.normal(0, 1.0, 2), 0.9
-            clock += 0.002
-            live.add(c.name, i / 10, kp, sc, arrived=clock)
-        clock += 0.06
-        live.poll(clock)
-    live.flush()
-    stages.ended()
+    truth = [{"hip_flexion_r": 30 * np.sin(i / 4), "knee_angle_r": 40 + 30 * np.sin(i / 5), "elbow_flex_l": 70,
+              "arm_flex_l": 20 + 2 * i, "hip_adduction_l": -10, "lumbar_extension": -10, "ankle_angle_r": 10}
+             for i in range(20)]  # fmt: skip
+    bodies = [{n: to_world @ p for n, p in body_points(q, yaw=i * 9.0).items()} for i, q in enumerate(truth)]
+    S.film(stages, rig, bodies, np.random.default_rng(11))
     records = read_jsonl(tmp_path / "out" / "3d" / "keypoints_3d.jsonl")
     assert len(records) == 20
     errors = {n: [] for n in ("hip_flexion_r", "knee_angle_r", "elbow_flex_l", "arm_flex_l", "hip_adduction_l",

@@ -185,46 +185,15 @@ def test_live_kinematics_of_a_camera_group_equals_the_command_on_its_files(tmp_p
     """Four calibrated cameras see a walking body (1 px of noise); `kinematics: on`: each moment's person gets its
     coordinates once scaled (null with the reason before), the files land in OUTPUT/kinematics/ at the end, and
     `sapiens2-stream kinematics` on the run's files gives the same values (to 0.01 degree)."""
-    import cv2
-
-    from sapiens2_stream.config import from_dict
-    from sapiens2_stream.runtime.pipeline import check_group_stages
-    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
-    from sapiens2_stream.runtime.stages import builtin_stages, in_order
-    from sapiens2_stream.runtime.stages.context import group_context
-    from sapiens2_stream.runtime.stages.group import GroupStages
-    from sapiens2_stream.threed.calibration import write_calibration
     from tests import scenes3d as S
 
-    rig = S.rig(4)
-    write_calibration(tmp_path / "Calib.toml", rig)
-    cfg = from_dict(PipelineConfig, {
-        "sources": [{"name": c.name, "uri": f"rtsp://127.0.0.1/{c.name}"} for c in rig],
-        "outputs": {"dir": str(tmp_path / "out")}, "threed": {"calibration": str(tmp_path / "Calib.toml")},
-        "kinematics": {"enabled": True, "scale_frames": 15},
-    })  # fmt: skip
-    enabled = check_group_stages(cfg, in_order(builtin_stages(None)))
-    assert [s.name for s in enabled] == ["triangulate", "group_kinematics", "write_3d"]
-    ctx = group_context(cfg)
-    ctx.rates = {c.name: 10.0 for c in rig}
-    stages = GroupStages(enabled, cfg, ctx)
-    live = stages.state("triangulate")
-    index = {n: i for i, n in enumerate(pose_metadata().names)}
-    rng, clock = np.random.default_rng(11), 100.0
+    rig, stages, enabled = S.camera_group(tmp_path, kinematics={"enabled": True, "scale_frames": 15})
+    assert enabled == ["triangulate", "group_kinematics", "write_3d"]
+    bodies = []
     for i in range(60):
         q, yaw = walking(i / 10)
-        world = {n: p[[2, 0, 1]] for n, p in body_points(q, yaw=yaw).items()}  # OpenSim's Y up -> the rig's Z up
-        for c in rig:
-            kp, sc = np.zeros((1, 308, 2)), np.zeros((1, 308))
-            for name, p in world.items():
-                pixel, _ = cv2.projectPoints(p, c.rotation, c.translation, c.matrix, c.distortions)
-                kp[0, index[name]], sc[0, index[name]] = pixel.ravel() + rng.normal(0, 1.0, 2), 0.9
-            clock += 0.002
-            live.add(c.name, i / 10, kp, sc, arrived=clock)
-        clock += 0.06
-        live.poll(clock)
-    live.flush()
-    stages.ended()
+        bodies.append({n: p[[2, 0, 1]] for n, p in body_points(q, yaw=yaw).items()})  # OpenSim's Y up -> Z up
+    S.film(stages, rig, bodies, np.random.default_rng(11))
     records = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
     people = [r["people"][0] for r in records]
     assert len(people) == 60 and people[0]["kinematics"] is None and "scaling: 1 of 15" in people[0]["kinematics_why"]
