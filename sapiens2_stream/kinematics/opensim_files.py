@@ -20,6 +20,7 @@ def need_opensim():
         import opensim
     except ImportError:
         raise Sapiens2StreamError("kinematics needs OpenSim: pip install -e '.[opensim]' (the opensim wheel)") from None
+    opensim.Logger.removeFileSink()  # else its first message leaves an opensim.log in whatever folder the user is in
     opensim.Logger.setLevelString("error")  # its per-frame chatter is not the user's business
     return opensim
 
