@@ -6,7 +6,6 @@ the other files are."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,19 +22,17 @@ class FileJob:
 
 
 class FileOutbox:
-    """A source's jobs waiting for its outputs (put by its stages, taken by its `stage_files` sink)."""
+    """A source's jobs waiting for its outputs (put by its stages, taken by its `stage_files` sink: both on the
+    source's writer thread, so nothing is shared)."""
 
     def __init__(self) -> None:
         self.jobs: list[FileJob] = []
-        self.lock = threading.Lock()
 
     def put(self, subfolder: str, write: Callable[[Path], object]) -> None:
-        with self.lock:
-            self.jobs.append(FileJob(subfolder, write))
+        self.jobs.append(FileJob(subfolder, write))
 
     def take(self) -> list[FileJob]:
-        with self.lock:
-            jobs, self.jobs = self.jobs, []
+        jobs, self.jobs = self.jobs, []
         return jobs
 
 

@@ -123,7 +123,6 @@ class Solved:
     solved), the marker errors per frame (RMS and max, metres), and why a frame was not solved."""
 
     coordinates: list[str]
-    rotational: list[bool]
     values: np.ndarray  # [T, C]
     errors: np.ndarray  # [T, 2]: rms, max
     unsolved: dict[int, str] = field(default_factory=dict)  # frame (row) -> reason
@@ -142,7 +141,15 @@ class TrackIK:
         self.names = [c.getName() for c in self.coords]
         self.rotational = np.array([c.getMotionType() == 1 for c in self.coords])  # Coordinate::Rotational
         self.weights = marker_weights(folder)
-        self.held = coordinate_tasks(folder)
+        # The setup's coordinate tasks, as its IK tool adds them. Every frame's solver keeps references to these
+        # (and to its marker reference): they must live as long as it does, or they are freed under it.
+        self.held, self.targets = opensim.SimTKArrayCoordinateReference(), []
+        for name, (weight, value) in coordinate_tasks(folder).items():
+            constant = opensim.Constant(coords.get(name).getDefaultValue() if value is None else value)
+            target = opensim.CoordinateReference(name, constant)
+            target.setWeight(weight)
+            self.targets.append((constant, target))
+            self.held.push_back(target)
 
     def frame(self, t: float, points: np.ndarray, sure: np.ndarray) -> tuple[np.ndarray | None, tuple, str | None]:
         """Markers [M, 3] (OpenSim frame, metres) with sureness [M] at time `t` -> (the coordinates [C], degrees
@@ -151,22 +158,15 @@ class TrackIK:
         usable = np.isfinite(points).all(-1) & (sure >= MIN_SURE)
         if usable.sum() < MIN_MARKERS:
             return None, (np.nan, np.nan), f"{int(usable.sum())} sure markers (needs {MIN_MARKERS})"
+        names = [n for n, u in zip(NAMES, usable, strict=True) if u]
         table = osim.TimeSeriesTableVec3()
-        table.setColumnLabels([n for n, u in zip(NAMES, usable, strict=True) if u])
+        table.setColumnLabels(names)
         table.appendRow(float(t), osim.RowVectorVec3([osim.Vec3(*map(float, p)) for p in points[usable]]))
         weight_set = osim.SetMarkerWeights()
-        for name, s in zip(NAMES, sure, strict=True):
-            if name in table.getColumnLabels():
-                weight_set.cloneAndAppend(osim.MarkerWeight(name, self.weights.get(name, 1.0) * float(min(s, 1.0))))
-        # the solver keeps references to these: they must live as long as it does (a temporary is freed under it)
-        reference, held, targets = osim.MarkersReference(table, weight_set), osim.SimTKArrayCoordinateReference(), []
-        for name, (weight, value) in self.held.items():  # the setup's coordinate tasks, as its IK tool adds them
-            default = self.model.getCoordinateSet().get(name).getDefaultValue()
-            constant = osim.Constant(default if value is None else value)
-            targets.append((constant, osim.CoordinateReference(name, constant)))
-            targets[-1][1].setWeight(weight)
-            held.push_back(targets[-1][1])
-        solver = osim.InverseKinematicsSolver(self.model, reference, held, float("inf"))
+        for name, s in zip(names, sure[usable], strict=True):
+            weight_set.cloneAndAppend(osim.MarkerWeight(name, self.weights.get(name, 1.0) * float(min(s, 1.0))))
+        reference = osim.MarkersReference(table, weight_set)  # kept by the solver: a local, never a temporary
+        solver = osim.InverseKinematicsSolver(self.model, reference, self.held, float("inf"))
         solver.setAccuracy(1e-5)
         self.state.setTime(float(t))
         try:
@@ -180,7 +180,6 @@ class TrackIK:
         e = np.array([found.getElt(i) for i in range(found.size())])
         return values, (float(np.sqrt(np.mean(e**2))), float(e.max())), None
 
-
     def solve(self, times: np.ndarray, points: np.ndarray, sure: np.ndarray) -> Solved:
         """Every frame of a track in order ([T, M, 3] markers, [T, M] sureness), each from the last solved."""
         values = np.full((len(times), len(self.coords)), np.nan)
@@ -192,4 +191,4 @@ class TrackIK:
                 unsolved[k] = why
             else:
                 values[k] = found
-        return Solved(self.names, list(self.rotational), values, errors, unsolved)
+        return Solved(self.names, values, errors, unsolved)

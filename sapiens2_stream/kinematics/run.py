@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from ..angles.files import write_mot
 from ..errors import Sapiens2StreamError
 from ..io.jsonl import read_records, source_folders
 from ..io.track_files import write_trc
-from .fit import TooShort, TrackIK, scale_model
+from .fit import MIN_SURE, TooShort, TrackIK, scale_model
 from .markers import NAMES, markers
 from .opensim_files import need_opensim, setup_dir
 from .options import KinematicsConfig
@@ -103,7 +104,7 @@ def solve_track(opensim, folder: Path, track: Track, out: Path, model: str, mass
                          scale_frames)  # fmt: skip
     solved = TrackIK(opensim, folder, scaled.path).solve(track.times, points, sure)
     write_mot(stem.with_name(stem.name + "_ik.mot"), track.times, tuple(solved.coordinates), solved.values)
-    shown = np.where((sure >= 0.3)[..., None], points, np.nan)
+    shown = np.where((sure >= MIN_SURE)[..., None], points, np.nan)
     write_trc(stem.with_name(stem.name + "_markers.trc"), track.times, shown, NAMES, units="m", digits=5)
     with open(stem.with_name(stem.name + "_marker_errors.csv"), "w", newline="") as f:
         rows = csv.writer(f)
@@ -114,8 +115,7 @@ def solve_track(opensim, folder: Path, track: Track, out: Path, model: str, mass
     solved_rows = np.isfinite(solved.errors[:, 0])
     return {
         "frames": len(track.times), "solved": int(solved_rows.sum()),
-        "not_solved": dict(sorted({why: sum(1 for w in solved.unsolved.values() if w == why)
-                                   for why in solved.unsolved.values()}.items())),
+        "not_solved": dict(sorted(Counter(solved.unsolved.values()).items())),
         "scale_factors": {k: round(v, 4) for k, v in scaled.factors.items() if np.isfinite(v)},
         "measured_in_frames": scaled.frames,
         "marker_rms_m": round(float(np.nanmean(solved.errors[:, 0])), 5) if solved_rows.any() else None,
@@ -133,12 +133,11 @@ def kinematics(run: Path, out: Path | None, model: str = "simple", mass: float =
     several = len({t.label for t in found}) > 1
     summary: dict = {"run": str(run), "model": model, "mass_kg": mass, "height_m": height,
                      "scale_frames": scale_frames, "people": {}}
+    first, last = -np.inf if start is None else start, np.inf if end is None else end
     for track in found:
         if tracks is not None and track.track_id not in tracks:
             continue
-        keep = np.ones(len(track.times), bool)
-        keep &= track.times >= start if start is not None else keep
-        keep &= track.times <= end if end is not None else keep
+        keep = (track.times >= first) & (track.times <= last)
         track = Track(track.label, track.track_id, track.times[keep], track.keypoints[keep], track.confidence[keep])
         where = out / track.label if several else out
         name = f"{track.label} person {track.track_id}" if several else f"person {track.track_id}"

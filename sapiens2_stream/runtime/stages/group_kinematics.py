@@ -35,10 +35,8 @@ class Person:
     """One person of the group so far: their frames (for scaling and the files) and, once scaled, their solver."""
 
     times: list[float] = field(default_factory=list)
-    keypoints: list[np.ndarray] = field(default_factory=list)
+    keypoints: list[np.ndarray] = field(default_factory=list)  # world, as the records keep them
     confidence: list[np.ndarray] = field(default_factory=list)
-    points: list[np.ndarray] = field(default_factory=list)  # the markers, OpenSim's frame
-    sure: list[np.ndarray] = field(default_factory=list)  # their sureness
     standing: int = 0
     solver: TrackIK | None = None
     failed: str | None = None  # why it could not be scaled
@@ -83,9 +81,7 @@ class GroupKinematics(GroupStage):
             seen.times.append(time_s)
             seen.keypoints.append(keypoints)
             seen.confidence.append(confidence)
-            seen.points.append(points)
-            seen.sure.append(sure)
-            if seen.solver is None:
+            if seen.solver is None and seen.failed is None:
                 seen.standing += int(standing(points[None])[0])
                 if seen.standing >= state.cfg.scale_frames:
                     self.scale(state, person["id"], seen)
@@ -98,17 +94,20 @@ class GroupKinematics(GroupStage):
                 person["kinematics_why"] = why
 
     def scale(self, state: GroupKinematicsState, person_id: int, seen: Person) -> None:
+        """The person's model from their frames so far; where it cannot be made, why (said with every frame after,
+        never tried again)."""
+        points, sure = opensim_markers(np.array(seen.keypoints), np.array(seen.confidence))
         path = state.work / f"person_{person_id:04d}_scaled.osim"
         try:
-            scaled = scale_model(state.opensim, state.folder, state.cfg.model, np.array(seen.points),
-                                 state.cfg.mass_kg, path, state.cfg.scale_frames)  # fmt: skip
+            scaled = scale_model(state.opensim, state.folder, state.cfg.model, points, state.cfg.mass_kg, path,
+                                 state.cfg.scale_frames)  # fmt: skip
         except TooShort as e:
-            seen.failed, seen.standing = f"not scaled: {e}", -(10**9)  # said with each frame, never tried again
+            seen.failed = f"not scaled: {e}"
             return
         seen.solver = TrackIK(state.opensim, state.folder, scaled.path)
         for k in range(len(seen.times) - 1):  # the frames before, solved (not told: written already) so that from
             # here on each frame starts from the pose its predecessor left, as the command solves the run's files
-            seen.solver.frame(seen.times[k], seen.points[k], seen.sure[k])
+            seen.solver.frame(seen.times[k], points[k], sure[k])
 
     def close(self, state: GroupKinematicsState) -> None:
         """Each person's files, as `sapiens2-stream kinematics` writes them from the run's files."""
