@@ -209,3 +209,30 @@ def test_live_kinematics_of_a_camera_group_equals_the_command_on_its_files(tmp_p
         assert np.allclose(written[name], again[name], atol=1e-3), name  # the run's files are the command's
         live_values = np.array([people[k]["kinematics"][name] for k in solved])
         assert np.allclose(live_values, again[name][solved], atol=0.01), name
+
+
+def test_ctrl_c_stops_kinematics_at_once_and_leaves_no_half_person(tmp_path):
+    """Ctrl-C while a person is solved (their model is scaled, IK under way): exit 130 within seconds, nothing of
+    that person left (a scaled model without its IK would pass for done), summary.json saying it was interrupted."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    write_run(run, walking, seconds=60.0)  # 1,800 frames: several seconds of IK
+    proc = subprocess.Popen([sys.executable, "-m", "sapiens2_stream.cli", "kinematics", str(run)],
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal starts it
+    scaled = run / "kinematics" / "person_0001_scaled.osim"
+    deadline = time.time() + 60
+    while not scaled.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    sent = time.time()
+    _, said = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and time.time() - sent < 10, said
+    assert "Traceback" not in said
+    assert sorted(p.name for p in (run / "kinematics").iterdir()) == ["summary.json"]
+    summary = json.loads((run / "kinematics" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["people"] == {}

@@ -97,21 +97,28 @@ def opensim_markers(keypoints: np.ndarray, confidence: np.ndarray) -> tuple[np.n
 
 
 def solve_track(opensim, folder: Path, track: Track, out: Path, model: str, mass: float, scale_frames: int) -> dict:
-    """One person scaled, solved and written; their summary (raises TooShort)."""
+    """One person scaled, solved and written; their summary (raises TooShort). A person is written whole or not at
+    all: interrupted (Ctrl-C) or failing half way, what was written of them is taken away again."""
     points, sure = opensim_markers(track.keypoints, track.confidence)
     stem = out / f"person_{track.track_id:04d}"
-    scaled = scale_model(opensim, folder, model, points, mass, stem.with_name(stem.name + "_scaled.osim"),
-                         scale_frames)  # fmt: skip
-    solved = TrackIK(opensim, folder, scaled.path).solve(track.times, points, sure)
-    write_mot(stem.with_name(stem.name + "_ik.mot"), track.times, tuple(solved.coordinates), solved.values)
-    shown = np.where((sure >= MIN_SURE)[..., None], points, np.nan)
-    write_trc(stem.with_name(stem.name + "_markers.trc"), track.times, shown, NAMES, units="m", digits=5)
-    with open(stem.with_name(stem.name + "_marker_errors.csv"), "w", newline="") as f:
-        rows = csv.writer(f)
-        rows.writerow(["time", "rms_m", "max_m", "not_solved"])
-        for k, (t, (rms, most)) in enumerate(zip(track.times, solved.errors, strict=True)):
-            rows.writerow([f"{t:.6f}", *("" if np.isnan(v) else f"{v:.5f}" for v in (rms, most)),
-                           solved.unsolved.get(k, "")])  # fmt: skip
+    files = [stem.with_name(stem.name + suffix) for suffix in ("_scaled.osim", "_ik.mot", "_markers.trc",
+                                                                "_marker_errors.csv")]  # fmt: skip
+    try:
+        scaled = scale_model(opensim, folder, model, points, mass, files[0], scale_frames)
+        solved = TrackIK(opensim, folder, scaled.path).solve(track.times, points, sure)
+        write_mot(files[1], track.times, tuple(solved.coordinates), solved.values)
+        shown = np.where((sure >= MIN_SURE)[..., None], points, np.nan)
+        write_trc(files[2], track.times, shown, NAMES, units="m", digits=5)
+        with open(files[3], "w", newline="") as f:
+            rows = csv.writer(f)
+            rows.writerow(["time", "rms_m", "max_m", "not_solved"])
+            for k, (t, (rms, most)) in enumerate(zip(track.times, solved.errors, strict=True)):
+                rows.writerow([f"{t:.6f}", *("" if np.isnan(v) else f"{v:.5f}" for v in (rms, most)),
+                               solved.unsolved.get(k, "")])  # fmt: skip
+    except BaseException:
+        for path in files:
+            path.unlink(missing_ok=True)
+        raise
     solved_rows = np.isfinite(solved.errors[:, 0])
     return {
         "frames": len(track.times), "solved": int(solved_rows.sum()),
@@ -134,21 +141,27 @@ def kinematics(run: Path, out: Path | None, model: str = "simple", mass: float =
     summary: dict = {"run": str(run), "model": model, "mass_kg": mass, "height_m": height,
                      "scale_frames": scale_frames, "people": {}}
     first, last = -np.inf if start is None else start, np.inf if end is None else end
-    for track in found:
-        if tracks is not None and track.track_id not in tracks:
-            continue
-        keep = (track.times >= first) & (track.times <= last)
-        track = Track(track.label, track.track_id, track.times[keep], track.keypoints[keep], track.confidence[keep])
-        where = out / track.label if several else out
-        name = f"{track.label} person {track.track_id}" if several else f"person {track.track_id}"
-        try:
-            done = solve_track(opensim, folder, track, where, model, mass, scale_frames)
-        except TooShort as e:
-            say(f"{name}: not scaled, skipped: {e}")
-            summary["people"][name] = {"frames": len(track.times), "skipped": str(e)}
-            continue
-        summary["people"][name] = done
-        say(f"{name}: {done['solved']} of {done['frames']} frames solved, markers {done['marker_rms_m']} m RMS")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    try:
+        for track in found:
+            if tracks is not None and track.track_id not in tracks:
+                continue
+            keep = (track.times >= first) & (track.times <= last)
+            track = Track(track.label, track.track_id, track.times[keep], track.keypoints[keep],
+                          track.confidence[keep])  # fmt: skip
+            where = out / track.label if several else out
+            name = f"{track.label} person {track.track_id}" if several else f"person {track.track_id}"
+            try:
+                done = solve_track(opensim, folder, track, where, model, mass, scale_frames)
+            except TooShort as e:
+                say(f"{name}: not scaled, skipped: {e}")
+                summary["people"][name] = {"frames": len(track.times), "skipped": str(e)}
+                continue
+            summary["people"][name] = done
+            say(f"{name}: {done['solved']} of {done['frames']} frames solved, markers {done['marker_rms_m']} m RMS")
+    except KeyboardInterrupt:
+        summary["interrupted"] = True  # the people done are whole and listed; the one under way is not written
+        raise
+    finally:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
