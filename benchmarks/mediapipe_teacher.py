@@ -3,13 +3,17 @@ protobuf pin breaks onnx in ours), with OpenCV 4 (whose HOG people detector Open
 
     VENV/bin/python benchmarks/mediapipe_teacher.py boxes VIDEO BOXES.json
     VENV/bin/python benchmarks/mediapipe_teacher.py pose VIDEO BOXES.json OUT.jsonl
+    VENV/bin/python benchmarks/mediapipe_teacher.py whole VIDEO OUT.jsonl
 
 `boxes`: per frame the people HOG finds, on the frame enlarged 1.5x (people in vtest.avi are 40-120 px tall, HOG's
 window 128), as {"frame index": [[x, y, w, h], ...]}. `pose`: each box cropped at 1.25x (BlazePose finds 94% of
 the people of such crops against 80% at 1x), shown to BlazePose Full (static) and to the selfie segmenter, one line
 per box: frame, box, the 33 landmarks in frame pixels with their visibility (null where no pose was found), and
 the IoU of BlazePose's own person mask with the selfie segmenter's (how far the two teachers agree on the
-person). Only numpy, OpenCV and mediapipe are imported: nothing of sapiens2_stream."""
+person). `whole` (a video of one person filling the frame, as `benchmarks.real_mocap` uses): BlazePose Full in its
+video mode (tracking from frame to frame) on each whole frame, one line per frame: frame and the 33 landmarks in
+frame pixels with their visibility (null where no pose was found). Only numpy, OpenCV and mediapipe are
+imported: nothing of sapiens2_stream."""
 
 from __future__ import annotations
 
@@ -86,10 +90,25 @@ def poses(video: str, boxes_path: str, out_path: str) -> dict:
     return {"crops": crops}
 
 
+def whole_frames(video: str, out_path: str) -> dict:
+    count = 0
+    with mp.solutions.pose.Pose(static_image_mode=False, model_complexity=1) as pose, open(out_path, "w") as out:
+        for index, bgr in frames(video):
+            found = pose.process(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+            h, w = bgr.shape[:2]
+            landmarks = None
+            if found.pose_landmarks:
+                landmarks = [[p.x * w, p.y * h, p.visibility] for p in found.pose_landmarks.landmark]
+            out.write(json.dumps({"frame": index, "landmarks": landmarks}) + "\n")
+            count += 1
+    return {"frames": count}
+
+
 def main() -> None:
     what, video, *paths = sys.argv[1:]
     started = time.perf_counter()
-    done = hog_boxes(video, *paths) if what == "boxes" else poses(video, *paths)
+    run = {"boxes": hog_boxes, "pose": poses, "whole": whole_frames}[what]
+    done = run(video, *paths)
     seconds = time.perf_counter() - started
     count = done.get("crops") or done.get("frames")
     print(json.dumps({**done, "seconds": round(seconds, 1), "ms_each": round(1000 * seconds / max(count, 1), 1)}))
