@@ -2,7 +2,8 @@
 
 # OpenCV before PyAV, always: every module takes `av` from io/pyav.py, which imports OpenCV first.
 
-API = ("stream", "astream", "run", "predict", "Sapiens2", "Result")  # the Python API (sapiens2_stream.api)
+# the Python API (sapiens2_stream.api)
+API = ("stream", "astream", "run", "predict", "Sapiens2", "Result", "GroupMoment")
 
 
 def __getattr__(name: str):

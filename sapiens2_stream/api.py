@@ -16,7 +16,9 @@ A source is a path, URL, `webcam:N`, an image folder or glob, a list of those, o
 from, then the settings people change most (`tasks`, `size`, `models` {task: hub id, folder or file},
 `device`, `detector`, `flip`, `smoothing`, `temporal`, `threed`, `angles`), `set={"dotted.key": value}` for any
 other YAML key, `stages=[...]` your own stage objects (`open(source) -> state`, `__call__(state, result)`,
-`close(state)`: they run inside the pipeline and their `result.extra` reaches the outputs), `output=` a folder to
+`close(state)`: they run inside the pipeline and their `result.extra` reaches the outputs), `on_moment=` a callback
+for each moment of a calibrated camera group (`GroupMoment`: its people in metres with their angles and OpenSim
+kinematics where those stages run), `output=` a folder to
 also write the usual files (nothing is written by default), and for live sources
 `buffer="latest"` (a consumer slower than the pipeline gets the newest results, the others counted as dropped in
 `dropped`) or `"all"` (every result; the pipeline waits for the consumer).
@@ -137,6 +139,23 @@ class Result:
                                         detection_confidence=detections.confidence)  # fmt: skip
 
 
+@dataclass
+class GroupMoment:
+    """One moment of a calibrated camera group (`threed.calibration` naming two or more of the sources), given to
+    `on_moment` once every group stage has added to it: exactly a line of OUTPUT/3d/keypoints_3d.jsonl. `people[i]`:
+    `id`, `keypoints_3d` [308] of [x, y, z] m in the calibration's world (None where not triangulated),
+    `confidence` [308], `views`, `error_px`, and what the group stages add: `angles` (`angles:`), `kinematics`
+    ({OpenSim coordinate: degrees}, or None with `kinematics_why`; `kinematics:`)."""
+
+    time: float  # seconds: a live camera's wall clock at capture, a file's own timestamps
+    views: list[str]
+    people: list[dict]
+
+    def to_dict(self) -> dict:
+        """Exactly the JSONL record of this moment."""
+        return {"time": self.time, "views": self.views, "people": self.people}
+
+
 class Sapiens2:
     """The models of a configuration, loaded once, serving `stream`, `run` and `predict` calls."""
 
@@ -161,10 +180,11 @@ class Sapiens2:
         self.close()
 
     def stream(self, source, *, output: str | None = None, buffer: str = "all", keep_frames: bool = False,
-               bgr: bool = False, fps: float | None = None, set: dict | None = None,
-               stages: list = ()) -> Iterator[Result]:  # fmt: skip
-        """Results frame by frame (see the module). `stages`: your own stage objects (see the module)."""
-        run = Run(self, source, output, buffer, keep_frames, bgr, fps, set or {}, stages=stages)
+               bgr: bool = False, fps: float | None = None, set: dict | None = None, stages: list = (),
+               on_moment: Callable[[GroupMoment], None] | None = None) -> Iterator[Result]:  # fmt: skip
+        """Results frame by frame (see the module). `stages`: your own stage objects (see the module).
+        `on_moment`: each moment of a calibrated camera group (`GroupMoment`), on the group stages' thread."""
+        run = Run(self, source, output, buffer, keep_frames, bgr, fps, set or {}, stages=stages, on_moment=on_moment)
         try:
             yield from run.results()
         finally:
@@ -172,9 +192,12 @@ class Sapiens2:
 
     def run(self, source, on_result: Callable[[Result], None], *, output: str | None = None,
             keep_frames: bool = False, bgr: bool = False, fps: float | None = None,
-            set: dict | None = None, stages: list = ()) -> dict:  # fmt: skip
-        """Every result to `on_result` (on the pipeline's writer thread); returns the run's summary."""
-        run = Run(self, source, output, "all", keep_frames, bgr, fps, set or {}, callback=on_result, stages=stages)
+            set: dict | None = None, stages: list = (),
+            on_moment: Callable[[GroupMoment], None] | None = None) -> dict:  # fmt: skip
+        """Every result to `on_result` (on the pipeline's writer thread), each moment of a calibrated camera group
+        to `on_moment` (on the group stages' thread); returns the run's summary."""
+        run = Run(self, source, output, "all", keep_frames, bgr, fps, set or {}, callback=on_result, stages=stages,
+                  on_moment=on_moment)  # fmt: skip
         try:
             for _ in run.results():
                 pass
@@ -204,7 +227,7 @@ class Run:
     """One pipeline run on its own thread, its results handed over through a queue."""
 
     def __init__(self, session: Sapiens2, source, output, buffer, keep_frames, bgr, fps, overrides,
-                 callback=None, stages: list = ()) -> None:  # fmt: skip
+                 callback=None, stages: list = (), on_moment=None) -> None:  # fmt: skip
         if buffer not in ("all", "latest"):
             raise Sapiens2StreamError(f"buffer={buffer!r}: choose 'all' or 'latest'")
         self.feeds = []
@@ -222,7 +245,9 @@ class Run:
         self.error: BaseException | None = None
         self.stopping = threading.Event()
         self.models = {task: m.source for task, m in cfg.enabled_models().items()}
-        self.pipeline = Pipeline(cfg, loaded=session.loaded, on_result=self._on_result, stages=list(stages))
+        told = None if on_moment is None else lambda m: on_moment(GroupMoment(**copy.deepcopy(m.record)))
+        self.pipeline = Pipeline(cfg, loaded=session.loaded, on_result=self._on_result, stages=list(stages),
+                                 on_moment=told)  # fmt: skip
         self.names = {s.label: s.source.source_id for s in self.pipeline.streams}
         self.thread = threading.Thread(target=self._main, name="sapiens2-api", daemon=True)
 
@@ -301,8 +326,8 @@ class Run:
 
 def stream(source, *, tasks=None, size: str = "0.4b", pipeline: str | None = None, **options) -> Iterator[Result]:
     """Results frame by frame from a new session (models loaded for this call; keep a `Sapiens2` for many)."""
-    run_options = {k: options.pop(k) for k in ("output", "buffer", "keep_frames", "bgr", "fps", "stages")
-                   if k in options}  # fmt: skip
+    run_options = {k: options.pop(k) for k in ("output", "buffer", "keep_frames", "bgr", "fps", "stages",
+                                               "on_moment") if k in options}  # fmt: skip
     session = Sapiens2(tasks, size, pipeline, **options)  # `set` too: model settings must reach the loaded models
     try:
         yield from session.stream(source, **run_options)
@@ -327,7 +352,8 @@ async def astream(source, **options) -> AsyncIterator[Result]:
 def run(source, on_result: Callable[[Result], None], *, tasks=None, size: str = "0.4b",
         pipeline: str | None = None, **options) -> dict:  # fmt: skip
     """Every result to `on_result`; returns the run's summary."""
-    run_options = {k: options.pop(k) for k in ("output", "keep_frames", "bgr", "fps", "stages") if k in options}
+    run_options = {k: options.pop(k) for k in ("output", "keep_frames", "bgr", "fps", "stages", "on_moment")
+                   if k in options}  # fmt: skip
     with Sapiens2(tasks, size, pipeline, **options) as session:
         return session.run(source, on_result, **run_options)
 

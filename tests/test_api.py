@@ -97,6 +97,51 @@ def test_a_takes_pose2sim_project_from_the_api_is_the_command_lines(tmp_path, ti
     assert len(list(s2.stream(cameras, pipeline=str(take)))) == 20  # output=None: the project is off too
 
 
+def test_a_camera_groups_moments_reach_on_moment_as_its_3d_jsonl_has_them(tmp_path, tiny_dir, clip):
+    """`stream([cam1, cam2], threed=..., angles=True, on_moment=...)`: each moment of the calibrated pair, once every
+    group stage has added to it, on the group stages' thread: the lines of OUTPUT/3d/keypoints_3d.jsonl one for one
+    (angles included); with no output the same moments still come; without a camera group, one clear line."""
+    from sapiens2_stream.threed.calibration import write_calibration
+    from tests import scenes3d as S
+
+    rig = {camera.name: camera for camera in S.rig(2)}
+    write_calibration(tmp_path / "Calib.toml", list(rig.values()))
+    moments, threads = [], set()
+
+    class Filmed:
+        """Each camera's people replaced by what it would see of a walking body (random weights agree on
+        nothing), smoothing off: the pair triangulates a real person."""
+
+        after = "infer"
+
+        def open(self, source):
+            return rig[source.name]
+
+        def __call__(self, camera, result):
+            keypoints, scores = S.seen_by(camera, [S.walking(result.frame.pts_s)])
+            for person in result.people[:1]:
+                person.keypoints, person.keypoint_scores = keypoints[0].astype(np.float32), scores[0]
+            result.people[1:] = []
+
+    def told(moment):
+        moments.append(moment)
+        threads.add(threading.current_thread().name)
+
+    cameras = [f"cam1={clip}", f"cam2={clip}"]
+    group = options(tiny_dir, threed={"calibration": str(tmp_path / "Calib.toml")}, angles=True, smoothing="none",
+                    stages=[Filmed()])
+    results = list(s2.stream(cameras, output=str(tmp_path / "out"), on_moment=told, **group))
+    lines = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
+    assert len(results) == 20 and len(lines) == 10 and [m.to_dict() for m in moments] == lines
+    people = [p for m in moments for p in m.people]
+    assert people and all("angles" in p for p in people) and threads == {"group-stages"}
+    again = []
+    list(s2.stream(cameras, on_moment=again.append, **group))
+    assert [m.to_dict() for m in again] == lines
+    with pytest.raises(s2.errors.Sapiens2StreamError, match="on_moment: no camera group"):
+        list(s2.stream(str(clip), on_moment=again.append, **options(tiny_dir)))
+
+
 def test_leaving_the_loop_stops_the_run_and_leaves_complete_outputs(tmp_path, tiny_dir, clip):
     """`break` after 3 results with output=: no thread of the run left, the video plays and the JSONL has whole
     lines only."""

@@ -413,6 +413,7 @@ def test_the_console_shows_the_people_in_3d(tmp_path):
     for i in range(10):
         for camera in rig:
             live.add(camera.name, i / FPS, *S.seen_by(camera, [S.walking(i / FPS)], rng), arrived=float(i))
+    live.latest["people"][0]["kinematics"] = {"knee_angle_r": 41.6, "hip_flexion_l": -12.3}  # as kinematics: adds
     consoles, cfg = {}, from_dict(PipelineConfig, {"outputs": {"dir": str(tmp_path)}})
     for name, group in (("with", live), ("without", None)):
         run = SimpleNamespace(cfg=cfg, streams=[], mocap=group)  # a pipeline's console reads these
@@ -435,6 +436,7 @@ def test_the_console_shows_the_people_in_3d(tmp_path):
                     let n = 0; for (let i = 0; i < d.length; i += 4) n += d[i] + d[i + 1] + d[i + 2] > 60;
                     return n; }""")
                 info = page.evaluate("document.getElementById('threed-info').textContent")
+                coordinates = page.evaluate("[...document.querySelectorAll('#kinematics tr')].map(r => r.innerText)")
                 page.goto(f"http://127.0.0.1:{other}/")
                 page.wait_for_timeout(1000)
                 hidden = page.evaluate("document.getElementById('threed').hidden")
@@ -444,6 +446,8 @@ def test_the_console_shows_the_people_in_3d(tmp_path):
         for console, loop in consoles.values():
             loop.call_soon_threadsafe(console.close)
     assert abs(moment["time"] - 0.9) < 1e-6 and moment["views"] == ["cam1", "cam2"]
+    header, row = (line.split("\t") for line in coordinates)  # each person's OpenSim coordinates, rounded
+    assert dict(zip(header, row, strict=True))["knee_angle_r"] == "42" and "-12" in row and "-" in row
     (person,) = moment["people"]
     truth = S.world_truth([S.walking(0.9)])[0]
     made = [k for k in range(308) if person["keypoints_3d"][k] is not None and np.isfinite(truth[k]).all()]

@@ -43,7 +43,7 @@ from ..io.options import SourceConfig
 from ..io.sources import Source
 from .device import resolve_device, resolve_dtype
 from .engine import InferenceEngine, check_model_sources
-from .live_mocap import LiveMocap
+from .live_mocap import LiveMocap, Moment
 from .memory import MemoryTrim
 from .numbers import DROP_REASONS, StageTimes
 from .observer import Observer
@@ -162,12 +162,14 @@ class Pipeline:
     def __init__(
         self, cfg: PipelineConfig, *, on_result: Callable[[FrameResult, Pipeline], None] | None = None,
         resume: bool = False, loaded: LoadedModels | None = None, serve: bool = False, stages: list = (),
+        on_moment: Callable[[Moment], None] | None = None,
     ) -> None:  # fmt: skip
         """`on_result(result, pipeline)`: called for every result written (an observer). `resume`: continue the
         interrupted run recorded in each source's output folder (files and image folders). `loaded`: models and
         detector already loaded (batch workers reuse them across videos). `serve`: keep running when every source
         has ended, until stopped, for sources added while running (`add_source`: a fleet worker, the console).
-        `stages`: users' stage objects (the Python API's `stages=`), besides the YAML's `stages:`.
+        `stages`: users' stage objects (the Python API's `stages=`), besides the YAML's `stages:`. `on_moment`:
+        each moment of the calibrated camera group once every group stage has added to it (on their thread).
 
         Configuration errors are said here; nothing is connected, read back or written until `open` (which `run`
         calls)."""
@@ -194,6 +196,10 @@ class Pipeline:
         self.batch_stages = [s for s in stages if s.scope == "batch"]
         self.source_stages = [s for s in stages if s.scope == "source"]
         self.group_stages = check_group_stages(cfg, stages)
+        if on_moment is not None and not any(s.name == "triangulate" for s in self.group_stages):
+            raise Sapiens2StreamError("on_moment: no camera group is triangulated here (threed.calibration naming "
+                                      "two or more of the sources)")  # fmt: skip
+        self.on_moment = on_moment
         self.streams = [self._stream(c, c.source.name if self.several else "", resume=resume)
                         for c in cfg.per_source()]  # fmt: skip
         for stream in self.streams:
@@ -226,7 +232,8 @@ class Pipeline:
         if self.group_stages:
             rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
             ctx = replace(group_context(cfg), rates=rates, mqtt=self.mqtt, interrupted=lambda: self.interrupted)
-            self.cross = self.observe(GroupStages(self.group_stages, cfg, ctx))
+            listeners = [self.on_moment] if self.on_moment else []
+            self.cross = self.observe(GroupStages(self.group_stages, cfg, ctx, listeners))
             self.mocap = self.cross.state("triangulate")
 
     def observe(self, observer: Observer) -> Observer:

@@ -159,6 +159,21 @@ function drawView(canvas, moment, across, up) {
   return drawn;
 }
 
+const SHOWN_COORDINATES = ["knee_angle_r", "knee_angle_l", "hip_flexion_r", "hip_flexion_l", "ankle_angle_r",
+  "ankle_angle_l", "arm_flex_r", "arm_flex_l", "elbow_flex_r", "elbow_flex_l", "pelvis_tilt"];
+function kinematicsTable(people) {  // each person's OpenSim coordinates (kinematics:), degrees, or why not yet
+  const shown = people.filter((p) => "kinematics" in p);
+  if (!shown.length) return "";
+  let html = "<tr><th>person</th>" + SHOWN_COORDINATES.map((n) => "<th>" + escaped(n) + "</th>").join("") + "</tr>";
+  for (const p of shown) {
+    const cells = p.kinematics ? SHOWN_COORDINATES.map((n) => "<td>" + (p.kinematics[n] == null ? "-" :
+      p.kinematics[n].toFixed(0)) + "</td>").join("") :
+      "<td colspan=" + SHOWN_COORDINATES.length + ">" + escaped(p.kinematics_why || "") + "</td>";
+    html += "<tr><td>#" + escaped(String(p.id)) + "</td>" + cells + "</tr>";
+  }
+  return html;
+}
+
 async function threeD() {  // shown only when the run triangulates several cameras
   const first = await fetch("/api/v1/3d");
   if (first.status !== 200) return;
@@ -168,6 +183,7 @@ async function threeD() {  // shown only when the run triangulates several camer
   async function refresh() {
     const moment = await (await fetch("/api/v1/3d")).json();
     window.linksDrawn = drawView(above, moment, 0, 1) + drawView(front, moment, 0, 2);
+    document.getElementById("kinematics").innerHTML = kinematicsTable(moment.people);
     info.textContent = moment.time === null ? "waiting for the cameras" : moment.people.length + " people at " +
       moment.time.toFixed(2) + " s from " + moment.views.join(", ");
   }

@@ -20,7 +20,9 @@ import logging
 import queue
 import threading
 import traceback
+from collections.abc import Callable
 
+from ..live_mocap import Moment
 from ..observer import Observer
 from .context import GroupContext, options_of
 
@@ -33,10 +35,12 @@ END = object()
 class GroupStages(Observer):
     """The enabled group stages of a run, in order, their states and the thread they run on."""
 
-    def __init__(self, stages: list, cfg, ctx: GroupContext) -> None:
+    def __init__(self, stages: list, cfg, ctx: GroupContext, listeners: list[Callable[[Moment], None]] = ()) -> None:
         """`stages`: the enabled group stages in order, each opened with its own section of the run's
-        configuration `cfg` and the run's context `ctx`."""
+        configuration `cfg` and the run's context `ctx`. `listeners`: each moment once it has passed every stage
+        (the Python API's `on_moment`), on the stages' thread; one that raises is said and left out as a stage."""
         self.stages = stages
+        self.listeners = list(listeners)
         self.states: dict[str, object] = {}
         self.errors: list[dict] = []  # {stage, error, moment}: the stages that failed (each off since)
         self.failed: set[str] = set()
@@ -66,6 +70,12 @@ class GroupStages(Observer):
         self.moments += 1
         for stage in self.stages[start:]:
             self._call(stage, "__call__", moment)
+        for listener in list(self.listeners):
+            try:
+                listener(moment)
+            except Exception as e:
+                self.listeners.remove(listener)
+                self._fail("on_moment", e)
 
     def _work(self) -> None:
         while True:
@@ -85,14 +95,14 @@ class GroupStages(Observer):
         try:
             getattr(stage, method)(self.states[stage.name], *args)
         except Exception as e:
-            self._fail(stage, e)
+            self._fail(stage.name, e)
 
-    def _fail(self, stage, error: Exception) -> None:
-        self.failed.add(stage.name)
+    def _fail(self, name: str, error: Exception) -> None:
+        self.failed.add(name)
         message = f"{type(error).__name__}: {error}"
-        self.errors.append({"stage": stage.name, "error": message, "moment": self.moments})
+        self.errors.append({"stage": name, "error": message, "moment": self.moments})
         log.error("group stage %s failed after %d moments: %s (the stage is off for the rest of the run; the sources "
-                  "and the other stages go on)", stage.name, self.moments, message)  # fmt: skip
+                  "and the other stages go on)", name, self.moments, message)  # fmt: skip
         log.debug("".join(traceback.format_exception(error)))
 
     # ------------------------------------------------------------------------------------------- observer
@@ -123,7 +133,7 @@ class GroupStages(Observer):
                 stage.close(self.states[stage.name])
             except Exception as e:
                 if stage.name not in self.failed:
-                    self._fail(stage, e)
+                    self._fail(stage.name, e)
 
     def summary(self) -> dict:
         out: dict = {}
