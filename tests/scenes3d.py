@@ -262,9 +262,10 @@ def world_truth(poses: list[Pose]) -> np.ndarray:
     return out
 
 
-def camera_group(folder, cameras: int = 4, **sections):
+def camera_group(folder, cameras: int = 4, resumed: list | None = None, **sections):
     """A calibrated group of `cameras` live cameras (Calib.toml in `folder`, outputs in folder/out) with the run's
-    group stages for the YAML `sections` given: (the rig, the stages' runner, the names of the stages enabled)."""
+    group stages for the YAML `sections` given (`resumed`: the moments of the run it continues, as `--resume`
+    reads them): (the rig, the stages' runner, the names of the stages enabled)."""
     from sapiens2_stream.config import from_dict
     from sapiens2_stream.runtime.pipeline import check_group_stages
     from sapiens2_stream.runtime.pipeline_config import PipelineConfig
@@ -281,19 +282,20 @@ def camera_group(folder, cameras: int = 4, **sections):
     })  # fmt: skip
     enabled = check_group_stages(cfg, in_order(builtin_stages(None)))
     ctx = group_context(cfg)
-    ctx.rates = {c.name: 10.0 for c in cams}
+    ctx.rates, ctx.resumed = {c.name: 10.0 for c in cams}, resumed
     return cams, GroupStages(enabled, cfg, ctx), [s.name for s in enabled]
 
 
-def film(stages, cams: list, bodies, rng, noise_px: float = 1.0) -> None:
-    """Each body (named keypoints of the 308, world metres, Z up) seen by every camera of `cams`, frame i at i/10 s,
-    with `noise_px` of noise, through the group's live triangulation; then the end of input and of the stages."""
+def film(stages, cams: list, bodies, rng, noise_px: float = 1.0, first: int = 0) -> None:
+    """Each body (named keypoints of the 308, world metres, Z up) seen by every camera of `cams`, frame i at i/10 s
+    (i from `first`), with `noise_px` of noise, through the group's live triangulation; then the end of input and
+    of the stages."""
     import cv2
 
     from sapiens2_stream.models.metadata import keypoint_index
 
     at, live, clock = keypoint_index(), stages.state("triangulate"), 100.0
-    for i, body in enumerate(bodies):
+    for i, body in enumerate(bodies, first):
         for c in cams:
             kp, sc = np.zeros((1, 308, 2)), np.zeros((1, 308))
             for name, p in body.items():
@@ -305,3 +307,23 @@ def film(stages, cams: list, bodies, rng, noise_px: float = 1.0) -> None:
         live.poll(clock)
     live.flush()
     stages.ended()
+
+
+class Filmed:
+    """A stage (the Python API's `stages=`, `Pipeline(stages=...)`) that replaces each camera's first person by what
+    that camera of `rig` ({name: calibrated camera}) would see of a walking body, and drops the others: random
+    weights agree on nothing, so with smoothing off a calibrated group of a real run triangulates a real person."""
+
+    after = "infer"
+
+    def __init__(self, rig: dict) -> None:
+        self.rig = rig
+
+    def open(self, source):
+        return self.rig[source.name]
+
+    def __call__(self, camera, result) -> None:
+        keypoints, scores = seen_by(camera, [walking(result.frame.pts_s)])
+        for person in result.people[:1]:
+            person.keypoints, person.keypoint_scores = keypoints[0].astype(np.float32), scores[0]
+        result.people[1:] = []

@@ -108,28 +108,13 @@ def test_a_camera_groups_moments_reach_on_moment_as_its_3d_jsonl_has_them(tmp_pa
     write_calibration(tmp_path / "Calib.toml", list(rig.values()))
     moments, threads = [], set()
 
-    class Filmed:
-        """Each camera's people replaced by what it would see of a walking body (random weights agree on
-        nothing), smoothing off: the pair triangulates a real person."""
-
-        after = "infer"
-
-        def open(self, source):
-            return rig[source.name]
-
-        def __call__(self, camera, result):
-            keypoints, scores = S.seen_by(camera, [S.walking(result.frame.pts_s)])
-            for person in result.people[:1]:
-                person.keypoints, person.keypoint_scores = keypoints[0].astype(np.float32), scores[0]
-            result.people[1:] = []
-
     def told(moment):
         moments.append(moment)
         threads.add(threading.current_thread().name)
 
     cameras = [f"cam1={clip}", f"cam2={clip}"]
     group = options(tiny_dir, threed={"calibration": str(tmp_path / "Calib.toml")}, angles=True, smoothing="none",
-                    stages=[Filmed()])
+                    stages=[S.Filmed(rig)])
     results = list(s2.stream(cameras, output=str(tmp_path / "out"), on_moment=told, **group))
     lines = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
     assert len(results) == 20 and len(lines) == 10 and [m.to_dict() for m in moments] == lines

@@ -211,6 +211,38 @@ def test_live_kinematics_of_a_camera_group_equals_the_command_on_its_files(tmp_p
         assert np.allclose(live_values, again[name][solved], atol=0.01), name
 
 
+def test_a_resumed_run_goes_on_solving_as_the_command_solves_its_files(tmp_path):
+    """A camera group's run cut after 25 frames (the walker scaled at 15) and continued (`--resume`: the stages
+    get the moments written): the person is scaled again from the same frames and solved on from their last pose,
+    so every solved moment of the whole take still equals `sapiens2-stream kinematics` on the run's files."""
+    from tests import scenes3d as S
+
+    section = {"enabled": True, "scale_frames": 15}
+    bodies = []
+    for i in range(40):
+        q, yaw = walking(i / 10)
+        bodies.append({n: p[[2, 0, 1]] for n, p in body_points(q, yaw=yaw).items()})
+    rig, stages, _ = S.camera_group(tmp_path, kinematics=section)
+    S.film(stages, rig, bodies[:25], np.random.default_rng(3))
+    path = tmp_path / "out" / "3d" / "keypoints_3d.jsonl"
+    written = [json.loads(line) for line in path.read_text().splitlines()]
+    _, again, _ = S.camera_group(tmp_path, kinematics=section, resumed=written)
+    S.film(again, rig, bodies[25:], np.random.default_rng(4), first=25)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert records[:25] == written and len(records) == 40
+    people = [r["people"][0] for r in records]
+    solved = [k for k, p in enumerate(people) if p["kinematics"] is not None]
+    assert solved == list(range(solved[0], 40)) and solved[0] <= 20
+    code, said = cli("kinematics", tmp_path / "out", "--scale-frames", 15, "--output", tmp_path / "again")
+    assert code == 0, said
+    again_mot = read_mot(tmp_path / "again" / "person_0001_ik.mot")
+    assert np.allclose(read_mot(tmp_path / "out" / "kinematics" / "person_0001_ik.mot")["knee_angle_r"],
+                       again_mot["knee_angle_r"], atol=1e-3)  # fmt: skip  # the run's files: the whole take
+    for name in ("knee_angle_r", "hip_flexion_l", "arm_flex_r", "pelvis_tilt"):
+        live_values = np.array([people[k]["kinematics"][name] for k in solved])
+        assert np.allclose(live_values, again_mot[name][solved], atol=0.01), name
+
+
 def test_ctrl_c_stops_kinematics_at_once_and_leaves_no_half_person(tmp_path):
     """Ctrl-C while a person is solved (their model is scaled, IK under way): exit 130 within seconds, nothing of
     that person left (a scaled model without its IK would pass for done), summary.json saying it was interrupted."""

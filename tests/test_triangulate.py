@@ -454,3 +454,50 @@ def test_the_console_shows_the_people_in_3d(tmp_path):
     assert len(made) >= 15
     assert np.median([np.linalg.norm(np.array(person["keypoints_3d"][k]) - truth[k]) for k in made]) < 0.05
     assert len(moment["links"]) == 19 and lit > 100 and info.startswith("1 people at 0.90 s") and hidden
+
+
+def test_resume_continues_a_groups_moments_and_its_files_hold_the_whole_take(tmp_path, tiny_dir):
+    """A run of a calibrated pair (a walking body filmed by both, angles on) stopped after 8 frames, then
+    `--resume`: OUTPUT/3d/keypoints_3d.jsonl keeps the interrupted run's moments as they were and goes on (it used
+    to start again from the cut, losing them), the walker keeps id 1, and the per-person files made at the end
+    (TRC, angles) hold every moment of the take, as an uninterrupted run's do."""
+    from sapiens2_stream.config import from_dict
+    from sapiens2_stream.io.synthetic import make_clip
+    from sapiens2_stream.runtime.pipeline import Pipeline
+    from sapiens2_stream.runtime.pipeline_config import PipelineConfig
+    from sapiens2_stream.threed.calibration import write_calibration
+    from tests.test_extending import stopped_after
+
+    clip = tmp_path / "walk.mp4"
+    make_clip(clip, frames=40, size=(240, 320), people=1)
+    rig = {camera.name: camera for camera in S.rig(2)}
+    write_calibration(tmp_path / "Calib.toml", list(rig.values()))
+
+    def config(out):
+        return from_dict(PipelineConfig, {
+            "sources": [{"name": "cam1", "uri": str(clip)}, {"name": "cam2", "uri": str(clip)}],
+            "detector": {"type": "full_frame"},
+            "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96]}},
+            "outputs": {"dir": str(out), "video": {"enabled": False}}, "runtime": {"queue_size": 2},
+            "smoothing": {"method": "none"}, "angles": {"enabled": True},
+            "threed": {"calibration": str(tmp_path / "Calib.toml")},
+        })  # fmt: skip
+
+    def moments(out):
+        return [json.loads(line) for line in (out / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
+
+    def rows(path):
+        return [line for line in path.read_text().splitlines()[6:] if line.strip()]
+
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    Pipeline(config(whole), stages=[S.Filmed(rig)]).run()
+    stopped_after(Pipeline(config(cut), stages=[S.Filmed(rig)]), 8)
+    before = moments(cut)
+    assert 8 <= len(before) < 40
+    Pipeline(config(cut), resume=True, stages=[S.Filmed(rig)]).run()
+    after = moments(cut)
+    assert after[: len(before)] == before and len(after) == len(moments(whole)) == 40
+    assert [m["time"] for m in after] == [m["time"] for m in moments(whole)]
+    assert {p["id"] for m in after for p in m["people"]} == {1}
+    for name in ("tracks_3d/person_0001.trc", "angles/person_0001_angles_3d.mot"):
+        assert len(rows(cut / "3d" / name)) == len(rows(whole / "3d" / name)) >= 39, name

@@ -21,6 +21,8 @@ class KinematicsConfig:
     mass_kg: Above0 = 70.0  # the people's mass, spread over the scaled model as over the generic one
     scale_frames: Annotated[int, Field(ge=5, le=10000)] = 30  # frames a person stands straight enough in before
     # the model is scaled (and kept); till then their kinematics is null, with the reason
+    files: bool = True  # each person's files in OUTPUT/kinematics/ at the end of the run (the Python API's
+    # output=None turns them off)
 
     def __bool__(self) -> bool:
         return bool(self.enabled)

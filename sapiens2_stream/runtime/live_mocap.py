@@ -34,6 +34,8 @@ from ..threed import Triangulator
 from ..threed.calibration import read_calibration
 from ..threed.options import ThreeDConfig
 
+MOMENTS = Path("3d") / "keypoints_3d.jsonl"  # a group's moments, in the run's output folder
+
 
 def triangulation_group(t: ThreeDConfig, sources: Sequence[SourceConfig]) -> list[str]:
     """The sources (`sources:`) triangulated together: `threed.cameras`, else every source the calibration names
@@ -128,6 +130,15 @@ class LiveMocap:
         self.latency_ms: deque[float] = deque(maxlen=1000)
         self.last = {"people": 0, "views_per_person": 0.0, "error_px": float("nan")}  # the latest moment, for /metrics
         self.latest: dict | None = None  # the latest moment's record, for the console's 3-D view
+
+    def resume(self, moments: list[dict]) -> None:
+        """`--resume`: the interrupted run's moments: counted, their people's ids go on (those seen in its last
+        second are tracked on from where they were), and a result from before its last moment is late."""
+        with self.lock:
+            self.triangulator.continue_from(moments)
+            self.moments += len(moments)
+            self.ids.update(p["id"] for m in moments for p in m["people"])
+            self.made_until = moments[-1]["time"] if moments else self.made_until
 
     def source_closed(self, camera: str) -> None:
         with self.lock:

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import torch
 
@@ -43,7 +44,7 @@ from ..io.options import SourceConfig
 from ..io.sources import Source
 from .device import resolve_device, resolve_dtype
 from .engine import InferenceEngine, check_model_sources
-from .live_mocap import LiveMocap, Moment
+from .live_mocap import MOMENTS, LiveMocap, Moment
 from .memory import MemoryTrim
 from .numbers import DROP_REASONS, StageTimes
 from .observer import Observer
@@ -51,6 +52,7 @@ from .pipeline_config import PipelineConfig
 from .planner import Planner
 from .prometheus import Monitor
 from .results import FrameResult
+from .resume import read_complete_lines
 from .stages import END, REGISTRY, Handoff, api_stage, builtin_stages, in_order, yaml_stage
 from .stages.context import enabled_for, group_context, options_of
 from .stages.group import GroupStages
@@ -180,6 +182,7 @@ class Pipeline:
         self.opened = False
         self.several = cfg.sources is not None
         self.serve = serve
+        self.resuming = resume
         self.mqtt: MqttClient | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: int | None = None
@@ -231,7 +234,10 @@ class Pipeline:
             self.monitor = self.observe(Monitor(self, rt.metrics))
         if self.group_stages:
             rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
-            ctx = replace(group_context(cfg), rates=rates, mqtt=self.mqtt, interrupted=lambda: self.interrupted)
+            moments = Path(cfg.outputs.dir) / MOMENTS
+            resumed = read_complete_lines(moments) if self.resuming and moments.exists() else None
+            ctx = replace(group_context(cfg), rates=rates, mqtt=self.mqtt, interrupted=lambda: self.interrupted,
+                          resumed=resumed)  # fmt: skip
             listeners = [self.on_moment] if self.on_moment else []
             self.cross = self.observe(GroupStages(self.group_stages, cfg, ctx, listeners))
             self.mocap = self.cross.state("triangulate")

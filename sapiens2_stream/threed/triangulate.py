@@ -94,6 +94,21 @@ class Triangulator:
         self.tracks.clear()
         self.next_id = 1
 
+    def continue_from(self, moments: list[dict]) -> None:
+        """An interrupted run's moments (its records, `--resume`): new ids go on from its highest, and each person
+        it saw within `max_lost_s` of its last moment is a track again at their last place (the filter starts
+        afresh there), so they keep their id."""
+        last: dict[int, tuple[float, dict]] = {}
+        for moment in moments:
+            for person in moment["people"]:
+                last[person["id"]] = (moment["time"], person)
+        self.next_id = max(last, default=0) + 1
+        end = moments[-1]["time"] if moments else 0.0
+        for track_id, (time_s, person) in sorted(last.items()):
+            if end - time_s <= self.max_lost_s:
+                xyz = np.array([k if k is not None else [np.nan] * 3 for k in person["keypoints_3d"]], np.float64)
+                self._track(track_id, time_s, xyz, np.array(person["confidence"], np.float64))
+
     def update(self, time_s: float, views: dict[str, tuple[np.ndarray, ...]]) -> list[Person3D]:
         """`views`: camera -> (keypoints [P, K, 2], scores [P, K]) or, where the camera's pointmap lifted its people
         (the single-camera 3-D stage), (keypoints, scores, lifted [P, K, 3] metres in that camera's frame, NaN
@@ -270,11 +285,12 @@ class Triangulator:
         return keep
 
     def _track(self, track_id: int | None, time_s: float, xyz, confidence, weight: float = 1.0) -> Track3D:
-        """The track `track_id` (a new one for None) moved on to this moment's points, smoothed (`weight`: the
-        points' trust in the filter against triangulated ones)."""
-        new = track_id is None
+        """The track `track_id` (a new one for None or an id not tracked) moved on to this moment's points, smoothed
+        (`weight`: the points' trust in the filter against triangulated ones)."""
+        new = track_id not in self.tracks
         if new:
-            track_id, self.next_id = self.next_id, self.next_id + 1
+            if track_id is None:
+                track_id, self.next_id = self.next_id, self.next_id + 1
             self.tracks[track_id] = Track3D(track_id, xyz, np.zeros_like(xyz), time_s,
                                             AdaptiveKalman((0, 3), **FILTER))  # fmt: skip
         track = self.tracks[track_id]

@@ -48,8 +48,8 @@ class SourceContext:
 class GroupContext:
     """A group stage's view of the run: its sources (their configurations, the camera group among them, and the
     folder each writes to), its own output folder and MQTT topic, and once open, the sources' nominal frame rates by
-    label, the run's MQTT client (or None) and whether the run was interrupted (asked at the end: a Pose2Sim project
-    is made of complete takes only)."""
+    label, the run's MQTT client (or None), whether the run was interrupted (asked at the end: a Pose2Sim project
+    is made of complete takes only) and, when it continues one (`--resume`), the moments that run wrote."""
 
     sources: list[SourceConfig]  # the named sources (`sources:`); empty for a single `source:`
     group: list[str]  # the calibrated camera group triangulated together (`threed:`; none: fewer than two)
@@ -59,6 +59,7 @@ class GroupContext:
     rates: dict[str, float | None] = field(default_factory=dict)
     mqtt: Any = None
     interrupted: Callable[[], bool] = lambda: False
+    resumed: list[dict] | None = None  # --resume: the interrupted run's moments (OUTPUT/3d/keypoints_3d.jsonl)
 
 
 def options_of(stage, cfg: PipelineConfig) -> Any:

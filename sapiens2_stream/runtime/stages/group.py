@@ -9,7 +9,9 @@ written. A fleet's hub runs the same runner on the results its workers send (`fl
 Every call into a group stage happens on the runner's thread (`group-stages`): the sources' writer threads and the
 event loop only queue what happened (a result offered, a source closed), so a slow or failing group stage never
 holds a camera's own outputs or the loop. When nothing comes for `WAKE_S` the stages are polled (`poll`: moments
-whose cameras went silent still come out). A stage that raises is said once (one line; the traceback with
+whose cameras went silent still come out). A run that continues an interrupted one (`--resume`) first gives every
+stage the moments that run wrote (`resume`), so ids go on and the files at the end hold the whole take. A stage
+that raises is said once (one line; the traceback with
 --debug), counted in the summary's `errors` (so the run exits 3), and left out from then on; the stages after it
 still get every moment and every source's outputs go on to their end. Its close still runs, once.
 """
@@ -50,6 +52,9 @@ class GroupStages(Observer):
         for i, stage in enumerate(stages):
             emit = lambda moment, after=i + 1: self.pass_on(after, moment)  # noqa: E731
             self.states[stage.name] = stage.open(options_of(stage, cfg), ctx, emit)
+        if ctx.resumed:
+            for stage in stages:
+                self._call(stage, "resume", ctx.resumed)
 
     def state(self, name: str):
         """A group stage's state (None when it does not run): the console and /metrics read triangulate's."""

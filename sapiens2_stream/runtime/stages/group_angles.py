@@ -40,6 +40,11 @@ class GroupAngles(GroupStage):
         fps = max((r for r in ctx.rates.values() if r), default=DEFAULT_FPS)
         return GroupAnglesState(TrackAngles(options, fps), ctx.out_dir / "3d" / "angles")
 
+    def resume(self, state: GroupAnglesState, moments: list[dict]) -> None:
+        for record in moments:  # the tracks' rows and gait as they were (their angles are in the records already)
+            state.angles.frame(record["time"], state.moments, moment_people(record), WORLD_UP)
+            state.moments += 1
+
     def __call__(self, state: GroupAnglesState, moment: Moment) -> None:
         record = moment.record
         people = moment_people(record)

@@ -59,6 +59,7 @@ class GroupKinematics(GroupStage):
 
     section, doc = "kinematics", "a camera group's people: an OpenSim model scaled to each, IK in each moment"
     Options = KinematicsConfig
+    files_off = {"files": False}
 
     def enabled(self, options: KinematicsConfig, ctx: GroupContext) -> bool:
         return bool(options) and len(ctx.group) >= 2
@@ -72,19 +73,35 @@ class GroupKinematics(GroupStage):
         work = Path(tempfile.mkdtemp(prefix="sapiens2-kinematics-"))
         return GroupKinematicsState(options, need_opensim(), setup_dir(), ctx.out_dir / "kinematics", work)
 
+    def resume(self, state: GroupKinematicsState, moments: list[dict]) -> None:
+        """The interrupted run's frames taken in; whoever had enough standing frames is scaled and solved through
+        them (the same model from the same frames), so the next frame starts from their last pose as it did."""
+        for moment in moments:
+            for person in moment["people"]:
+                self.take(state, moment["time"], person)
+        for person_id, seen in state.people.items():
+            if seen.solver is None and seen.standing >= state.cfg.scale_frames:
+                self.scale(state, person_id, seen, solved=len(seen.times))
+
+    def take(self, state: GroupKinematicsState, time_s: float, person: dict) -> tuple[Person, np.ndarray, np.ndarray]:
+        """One moment's person into their frames (and standing count while not yet scaled): the person, their
+        markers and each marker's sureness."""
+        seen = state.people.setdefault(person["id"], Person())
+        keypoints, confidence = as_array(person["keypoints_3d"]), np.array(person["confidence"], np.float64)
+        points, sure = opensim_markers(keypoints, confidence)
+        seen.times.append(time_s)
+        seen.keypoints.append(keypoints)
+        seen.confidence.append(confidence)
+        if seen.solver is None and seen.failed is None:
+            seen.standing += int(standing(points[None])[0])
+        return seen, points, sure
+
     def __call__(self, state: GroupKinematicsState, moment: Moment) -> None:
         time_s = moment.record["time"]
         for person in moment.record["people"]:
-            seen = state.people.setdefault(person["id"], Person())
-            keypoints, confidence = as_array(person["keypoints_3d"]), np.array(person["confidence"], np.float64)
-            points, sure = opensim_markers(keypoints, confidence)
-            seen.times.append(time_s)
-            seen.keypoints.append(keypoints)
-            seen.confidence.append(confidence)
-            if seen.solver is None and seen.failed is None:
-                seen.standing += int(standing(points[None])[0])
-                if seen.standing >= state.cfg.scale_frames:
-                    self.scale(state, person["id"], seen)
+            seen, points, sure = self.take(state, time_s, person)
+            if seen.solver is None and seen.failed is None and seen.standing >= state.cfg.scale_frames:
+                self.scale(state, person["id"], seen, solved=len(seen.times) - 1)
             values, why = None, seen.failed or f"scaling: {seen.standing} of {state.cfg.scale_frames} standing frames"
             if seen.solver is not None:
                 values, _, why = seen.solver.frame(time_s, points, sure)
@@ -93,9 +110,9 @@ class GroupKinematics(GroupStage):
             if values is None:
                 person["kinematics_why"] = why
 
-    def scale(self, state: GroupKinematicsState, person_id: int, seen: Person) -> None:
-        """The person's model from their frames so far; where it cannot be made, why (said with every frame after,
-        never tried again)."""
+    def scale(self, state: GroupKinematicsState, person_id: int, seen: Person, solved: int) -> None:
+        """The person's model from their frames so far, and their first `solved` frames solved; where it cannot be
+        made, why (said with every frame after, never tried again)."""
         points, sure = opensim_markers(np.array(seen.keypoints), np.array(seen.confidence))
         path = state.work / f"person_{person_id:04d}_scaled.osim"
         try:
@@ -105,14 +122,14 @@ class GroupKinematics(GroupStage):
             seen.failed = f"not scaled: {e}"
             return
         seen.solver = TrackIK(state.opensim, state.folder, scaled.path)
-        for k in range(len(seen.times) - 1):  # the frames before, solved (not told: written already) so that from
-            # here on each frame starts from the pose its predecessor left, as the command solves the run's files
+        for k in range(solved):  # the frames before, solved (not told: written already) so that from here on each
+            # frame starts from the pose its predecessor left, as the command solves the run's files
             seen.solver.frame(seen.times[k], points[k], sure[k])
 
     def close(self, state: GroupKinematicsState) -> None:
         """Each person's files, as `sapiens2-stream kinematics` writes them from the run's files."""
         try:
-            for person_id, seen in sorted(state.people.items()):
+            for person_id, seen in sorted(state.people.items() if state.cfg.files else ()):
                 track = Track("3d", person_id, np.array(seen.times), np.array(seen.keypoints),
                               np.array(seen.confidence))  # fmt: skip
                 try:

@@ -29,6 +29,9 @@ class Triangulate(GroupStage):
     def offer(self, state: LiveMocap, result, label: str, live: bool) -> None:
         state.result(result, label, live)
 
+    def resume(self, state: LiveMocap, moments: list[dict]) -> None:
+        state.resume(moments)
+
     def poll(self, state: LiveMocap) -> None:
         state.poll()  # moments whose cameras all went silent still come out
 

@@ -12,32 +12,45 @@ from ...export.motion3d import write_track
 from ...export.vmc import OscSender
 from ...io.jsonl import write_line
 from ...threed.options import ThreeDConfig
-from ..live_mocap import Moment, checked_group
+from ..live_mocap import MOMENTS, Moment, checked_group
 from .base import GroupStage, register_stage
 from .context import GroupContext
 
 
 class MomentOutputs:
-    """Where one group's moments go: the JSONL as they come (opened at the first), the OSC senders and MQTT, and
-    each person's rows for the per-person files written at the end."""
+    """Where one group's moments go: the JSONL as they come (opened at the first; continued after `--resume`), the
+    OSC senders and MQTT, and each person's rows as recorded (the interrupted run's too) for the per-person files
+    written at the end."""
 
     def __init__(self, t: ThreeDConfig, ctx: GroupContext) -> None:
-        self.out_dir = ctx.out_dir / "3d"
+        self.path = ctx.out_dir / MOMENTS
         self.formats = list(t.formats)
         self.senders = [OscSender(t.vmc, "vmc")] if t.vmc else []
         self.senders += [OscSender(t.osc, "osc")] if t.osc else []
         self.mqtt, self.topic = ctx.mqtt, ctx.topic.replace("{source}", "3d")
-        self.rows: dict[int, list] = defaultdict(list)
+        self.rows: dict[int, list] = defaultdict(list)  # each person's (time, keypoints, confidence) as recorded
         self.fd: int | None = None
+        self.append = False  # --resume: the JSONL goes on after the interrupted run's moments
+
+    def resume(self, moments: list[dict]) -> None:
+        self.append = True
+        for record in moments:
+            self.keep(record)
+
+    def keep(self, record: dict) -> None:
+        """The moment's people as its record has them, for the per-person files at the end."""
+        for person in record["people"]:
+            xyz = [k if k is not None else [np.nan] * 3 for k in person["keypoints_3d"]]
+            self.rows[person["id"]].append((record["time"], xyz, person["confidence"]))
 
     def write(self, moment: Moment) -> None:
-        for person in moment.people:
-            self.rows[person.id].append((moment.time_s, person.xyz, person.confidence))
+        self.keep(moment.record)
         for sender in self.senders:
             sender.send(moment.people, moment.time_s)
         if self.fd is None:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            self.fd = os.open(self.out_dir / "keypoints_3d.jsonl", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self.append else os.O_TRUNC)
+            self.fd = os.open(self.path, flags, 0o644)
         write_line(self.fd, moment.record)
         if self.mqtt is not None:
             self.mqtt.publish(self.topic, moment.record)
@@ -46,13 +59,13 @@ class MomentOutputs:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-        folder = self.out_dir / "tracks_3d"
+        folder = self.path.parent / "tracks_3d"
         for person_id, rows in sorted(self.rows.items()):
             if len(rows) < 2:
                 continue
             folder.mkdir(parents=True, exist_ok=True)
             times = np.array([r[0] for r in rows])
-            xyz = np.array([r[1] for r in rows])
+            xyz = np.array([r[1] for r in rows], np.float64)
             xyz[np.array([r[2] for r in rows]) <= 0] = np.nan
             write_track(folder / f"person_{person_id:04d}", times, xyz, self.formats)
 
@@ -70,6 +83,9 @@ class Write3D(GroupStage):
 
     def open(self, options: ThreeDConfig, ctx: GroupContext, emit) -> MomentOutputs:
         return MomentOutputs(options, ctx)
+
+    def resume(self, state: MomentOutputs, moments: list[dict]) -> None:
+        state.resume(moments)
 
     def __call__(self, state: MomentOutputs, moment: Moment) -> None:
         state.write(moment)
