@@ -111,8 +111,8 @@ def qualisys_calibration(demo: Path) -> Path:
 
 def ours(runs: list[Path], calibration: Path) -> dict:
     """The runs triangulated as the triangulate stage does, then `sapiens2-stream kinematics`."""
-    from sapiens2_stream.io.jsonl import read_records
     from sapiens2_stream.io.options import SourceConfig
+    from sapiens2_stream.io.records import read_frames
     from sapiens2_stream.kinematics.run import kinematics
     from sapiens2_stream.runtime.live_mocap import LiveMocap
     from sapiens2_stream.threed.options import ThreeDConfig
@@ -125,11 +125,11 @@ def ours(runs: list[Path], calibration: Path) -> dict:
                       dict.fromkeys(CAMERAS, FPS), lambda moment: moments.append(moment.record))  # fmt: skip
     started = time.perf_counter()
     for run in runs:
-        for record in read_records(run / "results.jsonl"):
-            people = [p for p in record["people"] if p.get("keypoints") is not None]
-            keypoints = np.array([p["keypoints"] for p in people]).reshape(-1, 308, 2)
-            scores = np.array([p["keypoint_scores"] for p in people]).reshape(-1, 308)
-            mocap.add(run.name, record["pts"], keypoints, scores, arrived=0.0)
+        for record in read_frames(run / "results.jsonl"):
+            people = [p for p in record.people if p.keypoints is not None]
+            keypoints = np.array([p.keypoints for p in people]).reshape(-1, 308, 2)
+            scores = np.array([p.keypoint_scores for p in people]).reshape(-1, 308)
+            mocap.add(run.name, record.pts, keypoints, scores, arrived=0.0)
     mocap.flush()
     triangulate_s = time.perf_counter() - started
     (out / "3d" / "keypoints_3d.jsonl").write_text("".join(json.dumps(m) + "\n" for m in moments))

@@ -19,6 +19,12 @@ from sapiens2_stream.cli import main
 from sapiens2_stream.threed.calibration import Camera, read_calibration, write_calibration
 
 
+def box_of(keypoints, scores) -> list[float]:
+    """The COCO xywh box round a person's seen keypoints, as a run's records carry one."""
+    seen = keypoints[scores > 0]
+    lo, hi = (seen.min(0), seen.max(0)) if len(seen) else (np.zeros(2), np.zeros(2))
+    return [*np.round(lo, 2).tolist(), *np.round(hi - lo, 2).tolist()]
+
 def to_and_fro(t: float, leg_s: float = 2.0, **where) -> object:
     """The synthetic walker out for `leg_s` seconds, then back: a walk that never turns looks the same one stride
     later, shifted along its line, and a camera shifted along that line would see it so (no offset to be found)."""
@@ -47,8 +53,8 @@ def write_run(folder: Path, camera, frames: int, rng, wrong: float = 0.0, extra_
             for p, (kp, sc) in enumerate(zip(keypoints, scores, strict=True)):
                 bad = rng.random(len(kp)) < wrong
                 kp[bad] = rng.uniform([0, 0], [1920, 1080], (int(bad.sum()), 2))
-                people.append({"track_id": ids[p], "keypoints": kp.round(2).tolist(),
-                               "keypoint_scores": sc.round(3).tolist()})  # fmt: skip
+                people.append({"track_id": ids[p], "box": box_of(kp, sc), "score": 0.9,
+                               "keypoints": kp.round(2).tolist(), "keypoint_scores": sc.round(3).tolist()})  # fmt: skip
             f.write(json.dumps({"frame": i, "pts": i / 30, "people": people}) + "\n")
 
 
@@ -236,7 +242,8 @@ def test_a_body_of_real_proportions_given_its_height_gives_the_worlds_true_scale
                 kp, sc = np.zeros((NUM_KEYPOINTS, 2)), np.zeros(NUM_KEYPOINTS)
                 for k in KEYPOINTS:
                     kp[ids[k]], sc[ids[k]] = cam.project(j[k]) + rng.normal(0, 1, 2), 0.9
-                person = {"track_id": 1, "keypoints": kp.round(2).tolist(), "keypoint_scores": sc.tolist()}
+                person = {"track_id": 1, "box": box_of(kp, sc), "score": 0.9, "keypoints": kp.round(2).tolist(),
+                          "keypoint_scores": sc.tolist()}
                 f.write(json.dumps({"frame": i, "pts": i / 30, "people": [person]}) + "\n")
     truth = [Camera(n, (1920, 1080), c.intrinsics, np.zeros(4), cv2.Rodrigues(c.rotation)[0].ravel(),
                     -c.rotation @ c.centre) for n, c in rig.items()]  # fmt: skip
@@ -256,7 +263,8 @@ def test_a_body_of_real_proportions_given_its_height_gives_the_worlds_true_scale
     ("several", "several people at once in 40 frames; give --track ID"),
     ("video", "camera cam1: "),
     ("point", "calibrate people: cameras cam1 and cam2 share keypoints but no relative pose fits them"),
-    ("no pts", "results.jsonl: not a run's results.jsonl (every line a frame with its pts and people)"),
+    ("no pts", "results.jsonl: line 1 is not a run's results.jsonl (every line a frame with its frame, pts and "
+               "people)"),
 ])  # fmt: skip
 def test_people_calibration_bad_input_is_one_line(tmp_path, capsys, case, said):
     from tests import scenes3d as S

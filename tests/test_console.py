@@ -19,7 +19,7 @@ import yaml
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from sapiens2_stream.io.jsonl import parse_lines
+from sapiens2_stream.io.records import parse_lines
 from tests.test_integrations import wait_until
 from tests.test_pipeline import free_port
 

@@ -166,7 +166,7 @@ def records(camera_dir):
 def moment_views(out, start: float, end: float = float("inf")) -> list[set]:
     """The cameras of each live 3-D moment written so far (whole lines) with a capture time between `start` and
     `end`."""
-    from sapiens2_stream.io.jsonl import parse_lines
+    from sapiens2_stream.io.records import parse_lines
 
     path = out / "3d" / "keypoints_3d.jsonl"
     moments = parse_lines(path.read_bytes())[0] if path.exists() else []

@@ -226,7 +226,9 @@ def test_a_resumed_run_goes_on_solving_as_the_command_solves_its_files(tmp_path)
     S.film(stages, rig, bodies[:25], np.random.default_rng(3))
     path = tmp_path / "out" / "3d" / "keypoints_3d.jsonl"
     written = [json.loads(line) for line in path.read_text().splitlines()]
-    _, again, _ = S.camera_group(tmp_path, kinematics=section, resumed=written)
+    from sapiens2_stream.io.records import recorded_moment
+
+    _, again, _ = S.camera_group(tmp_path, kinematics=section, resumed=[recorded_moment(m) for m in written])
     S.film(again, rig, bodies[25:], np.random.default_rng(4), first=25)
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert records[:25] == written and len(records) == 40

@@ -15,6 +15,7 @@ import yaml
 from sapiens2_stream.cli import main
 from sapiens2_stream.humans.body import KEYPOINTS
 from sapiens2_stream.humans.clips import crossing, mirrored, write_clip
+from sapiens2_stream.io.records import recorded_frame
 from sapiens2_stream.models.metadata import keypoint_index, pose_metadata, seg_metadata
 from sapiens2_stream.models.toy import toy_model
 from sapiens2_stream.train.data import read_dense_set, read_pose_set
@@ -130,7 +131,8 @@ def test_mirroring_matches_the_renderers_mirror():
 
 def test_steadiness_and_the_rules():
     def record(frame, x):
-        return {"frame": frame, "pts": frame / 10, "people": [{"track_id": 7, "keypoints": [[x, 5.0]] * 308}]}
+        return recorded_frame({"frame": frame, "pts": frame / 10, "people": [
+            {"track_id": 7, "box": [0, 0, 10, 10], "score": 0.9, "keypoints": [[x, 5.0]] * 308}]})
 
     steady = TrackSteadiness([record(f, 2.0 * f + (9 if f == 5 else 0)) for f in range(8) if f != 2])
     assert np.allclose(steady.jump(7, 4), 4.5)  # its neighbour 5 jumped by 9: half of it shows at 4
@@ -150,7 +152,8 @@ def test_steadiness_and_the_rules():
 
 
 def test_split_by_time():
-    records = [{"frame": f, "pts": f / 10, "people": [{}] if f != 50 else []} for f in range(100)]
+    person = {"track_id": 1, "box": [0, 0, 10, 10], "score": 0.9}
+    records = [recorded_frame({"frame": f, "pts": f / 10, "people": [person] if f != 50 else []}) for f in range(100)]
     sides = split_by_time(records, 0.2, 1.0)
     val = sorted(f for f, s in sides.items() if s == "val")
     train = sorted(f for f, s in sides.items() if s == "train")

@@ -4,6 +4,7 @@ continuing from the restored state gives what the uninterrupted run gives (ids, 
 import numpy as np
 import pytest
 
+from sapiens2_stream.io.records import recorded_frame
 from sapiens2_stream.runtime.resume import ResumeState
 from sapiens2_stream.track.options import TrackerConfig
 from sapiens2_stream.track.smoothing import OnlineSmoother
@@ -55,7 +56,7 @@ def test_restored_tracker_and_smoother_continue_like_the_uninterrupted_run(cut):
     full = run(frames, *make())
 
     before = full[:cut]  # what the interrupted run wrote
-    state = ResumeState(before)
+    state = ResumeState([recorded_frame(r) for r in before])
     tracker, smoother = make()
     state.restore(tracker, smoother, EVERY)
     after = run(frames, tracker, smoother, start=cut)
@@ -76,7 +77,7 @@ def test_ended_tracks_stay_ended_and_new_people_get_new_ids():
     assert len(leaver) == 1  # the third person left at frame 20 and their track ended
 
     restored_tracker, restored_smoother = Tracker(TrackerConfig(max_lost_s=0.3)), OnlineSmoother("kalman")
-    ResumeState(records).restore(restored_tracker, restored_smoother, EVERY)
+    ResumeState([recorded_frame(r) for r in records]).restore(restored_tracker, restored_smoother, EVERY)
     assert {tr.track_id for tr in restored_tracker.tracks} == {tr.track_id for tr in tracker.tracks}
     assert set(restored_smoother.state) == set(smoother.state)  # no state kept for the ended track
     assert restored_tracker.next_id == tracker.next_id

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..config import DEFAULT_FPS
 from ..errors import Sapiens2StreamError
-from ..io.jsonl import read_records, source_folders
+from ..io.jsonl import source_folders
+from ..io.records import RecordedFrame, RecordedMoment, read_frames, read_moments
 from .files import write_track
 from .options import AnglesConfig
 from .tracks import Seen, TrackAngles
@@ -26,38 +27,25 @@ def fps_of(times: list[float]) -> float:
     return float(1 / np.median(steps)) if len(steps) else DEFAULT_FPS
 
 
-def points(rows: list | None) -> np.ndarray | None:
-    """JSONL keypoints (null where not known) as an array, NaN for the nulls."""
-    if rows is None:
-        return None
-    return np.array([x if x is not None else [np.nan, np.nan, np.nan] for x in rows], np.float64)
-
-
-def source_frames(records: list[dict], up: np.ndarray | None):
+def source_frames(records: list[RecordedFrame], up: np.ndarray | None):
     """(time, frame, people, up) per results.jsonl record: the floor's up that the run's angles stood on where it
     recorded them, else `up` (its world.json's)."""
     for r in records:
-        people = []
-        ups = [p["angles"]["up"] for p in r.get("people", []) if "up" in (p.get("angles") or {})]
-        for p in r.get("people", []):
-            flat = p.get("keypoints_smoothed") or p.get("keypoints")
-            deep = points(p.get("keypoints_3d"))
-            sure = None if deep is None else np.array(p["keypoints_3d_confidence"], np.float64)
-            people.append(Seen(p["track_id"], None if flat is None else np.array(flat, np.float64),
-                               None if flat is None else np.array(p["keypoint_scores"], np.float64), deep, sure))
-        yield r["pts"], r["frame"], people, (None if ups[0] is None else np.array(ups[0])) if ups else up
+        ups = [p.fields["angles"]["up"] for p in r.people if "up" in (p.fields.get("angles") or {})]
+        people = [Seen(p.track_id, p.best, None if p.best is None else p.keypoint_scores, p.keypoints_3d,
+                       p.keypoints_3d_confidence) for p in r.people]  # fmt: skip
+        yield r.pts, r.frame, people, (None if ups[0] is None else np.array(ups[0])) if ups else up
 
 
-def moment_people(record: dict) -> list[Seen]:
-    """A camera group's moment record's people, as the angles read them."""
-    return [Seen(p["id"], keypoints_3d=points(p["keypoints_3d"]), confidence_3d=np.array(p["confidence"], np.float64))
-            for p in record.get("people", [])]  # fmt: skip
+def moment_people(moment: RecordedMoment) -> list[Seen]:
+    """A camera group's moment's people, as the angles read them."""
+    return [Seen(p.id, keypoints_3d=p.keypoints_3d, confidence_3d=p.confidence) for p in moment.people]
 
 
-def moment_frames(records: list[dict]):
+def moment_frames(moments: list[RecordedMoment]):
     """(time, index, people, up) per camera-group moment (world frame, Z up)."""
-    for i, r in enumerate(records):
-        yield r["time"], i, moment_people(r), WORLD_UP
+    for i, m in enumerate(moments):
+        yield m.time, i, moment_people(m), WORLD_UP
 
 
 WORLD_UP = np.array([0.0, 0.0, 1.0])  # the 3-D stage's and a calibration's world: Z up, the floor at Z = 0
@@ -108,12 +96,12 @@ def recompute_run(run: Path, output: Path | None, cfg: AnglesConfig) -> list[dic
     done = []
     for folder in sources:
         label = folder.name if folder != run else run.name
-        records = read_records(folder / "results.jsonl")
+        records = read_frames(folder / "results.jsonl")
         target = (output / folder.relative_to(run) if output else folder) / "angles"
         frames = source_frames(records, world_up(folder))
-        done.append(recompute(label, frames, [r["pts"] for r in records], cfg, target))
+        done.append(recompute(label, frames, [r.pts for r in records], cfg, target))
     if group.exists():
-        records = read_records(group)
+        moments = read_moments(group)
         target = (output / "3d" if output else run / "3d") / "angles"
-        done.append(recompute("3d", moment_frames(records), [r["time"] for r in records], cfg, target))
+        done.append(recompute("3d", moment_frames(moments), [m.time for m in moments], cfg, target))
     return done

@@ -29,7 +29,7 @@ import cv2
 import numpy as np
 
 from ..errors import Sapiens2StreamError
-from ..io.jsonl import parse_lines
+from ..io.records import read_frames
 from ..threed.calibration import Camera
 from ..threed.motion_sync import BODY, MIN_SCORE, Offset, Track2D, epipolar_distance, motion_offset, run_tracks
 
@@ -63,9 +63,9 @@ def read_tracks(folder: Path) -> dict[int, Track2D]:
     path = folder / "results.jsonl" if folder.is_dir() else folder
     if not path.is_file():
         raise Sapiens2StreamError(f"{folder}: no results.jsonl here (give a run's output folder)")
-    records = parse_lines(path.read_bytes())[0]  # a run cut short may end in half a line
-    if not records or any("pts" not in r or "people" not in r for r in records):
-        raise Sapiens2StreamError(f"{path}: not a run's results.jsonl (every line a frame with its pts and people)")
+    records = read_frames(path)
+    if not records:
+        raise Sapiens2StreamError(f"{path}: not a run's results.jsonl (no frame in it)")
     return run_tracks(records)
 
 

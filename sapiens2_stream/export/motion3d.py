@@ -296,22 +296,19 @@ def mocap_from_run(run: Path, output: Path | None, formats: list[str]) -> list[P
     """`export mocap`: the files a run with `threed` writes, from a finished run's results.jsonl (its
     `keypoints_3d`), the floor found again over the whole run."""
     from ..errors import Sapiens2StreamError
-    from ..io.jsonl import parse_lines
+    from ..io.records import read_frames
 
     path = Path(run) / "results.jsonl"
     if not path.exists():
         raise Sapiens2StreamError(f"{run}: no results.jsonl (not a run's output folder)")
-    records, _ = parse_lines(path.read_bytes())
     tracks: dict[int, list] = {}
     floor = FloorFinder()
-    for record in records:
-        for p in record["people"]:
-            if p.get("keypoints_3d") is None:
+    for record in read_frames(path):
+        for p in record.people:
+            if p.keypoints_3d is None:
                 continue
-            xyz = np.array([[np.nan] * 3 if v is None else v for v in p["keypoints_3d"]], np.float64)
-            confidence = np.asarray(p["keypoints_3d_confidence"], np.float64)
-            tracks.setdefault(p["track_id"], []).append((record["pts"], xyz, confidence))
-            floor.add(xyz[None], confidence[None])
+            tracks.setdefault(p.track_id, []).append((record.pts, p.keypoints_3d, p.keypoints_3d_confidence))
+            floor.add(p.keypoints_3d[None], p.keypoints_3d_confidence[None])
     if not tracks:
         raise Sapiens2StreamError(f"{run}: its records have no keypoints_3d (run it with pose and pointmap models)")
     plane = floor.fit()

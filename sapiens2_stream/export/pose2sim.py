@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import Sapiens2StreamError
-from ..io.jsonl import parse_lines
+from ..io.records import RecordedFrame, read_frames
 from ..io.soundtracks import sound_offsets, soundtrack
 from ..threed.calibration import Camera, read_calibration, write_calibration
 from ..threed.motion_sync import BODY, Offset, Track2D, motion_offsets, run_tracks
@@ -42,11 +42,11 @@ class CameraRun:
 
     name: str
     folder: Path
-    records: list[dict]
+    records: list[RecordedFrame]
 
     @property
     def times(self) -> np.ndarray:
-        return np.array([r["pts"] for r in self.records], np.float64)
+        return np.array([r.pts for r in self.records], np.float64)
 
     def track_ids(self) -> list[int]:
         return sorted(self.tracks)
@@ -64,16 +64,15 @@ class CameraRun:
         n = len(self.records)
         points, scores = np.zeros((n, len(BODY), 2)), np.zeros((n, len(BODY)))
         for i, r in enumerate(self.records):
-            people = [p for p in r["people"] if p.get("keypoints") is not None]
+            people = [p for p in r.people if p.keypoints is not None]
             if people:
-                p = max(people, key=lambda q: q["box"][2] * q["box"][3])
-                points[i], scores[i] = np.asarray(p["keypoints"])[list(BODY)], np.asarray(p["keypoint_scores"])[
-                    list(BODY)]  # fmt: skip
+                p = max(people, key=lambda q: q.box[2] * q.box[3])
+                points[i], scores[i] = p.keypoints[list(BODY)], p.keypoint_scores[list(BODY)]
         return Track2D(self.times, points, scores)
 
     def sound(self):
         """The camera's soundtrack: from its annotated video (audio copied there) or its source file."""
-        candidates = [self.folder / "annotated.mp4", Path(self.records[0].get("source", ""))]
+        candidates = [self.folder / "annotated.mp4", Path(self.records[0].source)]
         for path in candidates:
             if path.is_file() and (sound := soundtrack(path)) is not None:
                 return sound
@@ -85,10 +84,10 @@ def read_run(folder: str | Path) -> CameraRun:
     jsonl = folder / "results.jsonl"
     if not jsonl.is_file():
         raise Sapiens2StreamError(f"{folder}: no results.jsonl (give the output folder of a run, one per camera)")
-    records = parse_lines(jsonl.read_bytes())[0]  # a run cut short may end in half a line
+    records = read_frames(jsonl)
     if len(records) < 2:
         raise Sapiens2StreamError(f"{jsonl}: fewer than two frames")
-    if not any(p.get("keypoints") is not None for r in records for p in r["people"]):
+    if not any(p.keypoints is not None for r in records for p in r.people):
         raise Sapiens2StreamError(f"{jsonl}: no keypoints (was the pose model on?)")
     return CameraRun(folder.resolve().name, folder, records)
 

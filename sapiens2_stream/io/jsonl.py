@@ -67,26 +67,6 @@ def write_line(fd: int, record: dict) -> None:
         written += os.write(fd, data[written:])
 
 
-def parse_lines(data: bytes) -> tuple[list[dict], int]:
-    """The complete, valid JSON lines at the start of a JSONL's bytes, and where they end."""
-    records, good_end, pos = [], 0, 0
-    while True:
-        end = data.find(b"\n", pos)
-        if end < 0:
-            break
-        try:
-            records.append(json.loads(data[pos:end]))
-        except json.JSONDecodeError:
-            break
-        good_end = pos = end + 1
-    return records, good_end
-
-
-def read_records(path: Path) -> list[dict]:
-    """A JSONL's whole lines (a run cut short may end in half a line)."""
-    return parse_lines(path.read_bytes())[0]
-
-
 def source_folders(run: Path) -> list[Path]:
     """The folders of a run that hold a results.jsonl: the run's own (one source) or its sources' (several)."""
     return sorted(p.parent for p in [run / "results.jsonl", *run.glob("*/results.jsonl")] if p.exists())

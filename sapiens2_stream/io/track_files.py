@@ -21,6 +21,7 @@ from ..config import DEFAULT_FPS
 from ..models.metadata import COCO17_NAMES, pose_metadata
 from ..track.options import SmoothingConfig
 from ..track.smoothing import smooth_keypoints
+from .records import RecordedFrame
 from .sink import Sink
 
 
@@ -41,15 +42,13 @@ class TrackSink(Sink):
                      result.flip.get("pose", False))
                 )  # fmt: skip
 
-    def seed(self, records: list[dict]) -> None:
+    def seed(self, records: list[RecordedFrame]) -> None:
         """Rows of an interrupted run, from its JSONL records."""
         for r in records:
-            for p in r["people"]:
-                if p.get("keypoints") is not None:
-                    self.rows[p["track_id"]].append(
-                        (r["frame"], r["pts"], np.array(p["box"]), p["score"], np.array(p["keypoints"]),
-                         np.array(p["keypoint_scores"]), r.get("flip", {}).get("pose", False))
-                    )  # fmt: skip
+            for p in r.people:
+                if p.keypoints is not None:
+                    self.rows[p.track_id].append((r.frame, r.pts, p.box, p.score, p.keypoints, p.keypoint_scores,
+                                                  r.flip.get("pose", False)))  # fmt: skip
 
     def track_arrays(self, rows: list) -> dict[str, np.ndarray]:
         frame, pts, box, score, kp, kps, flip = (np.asarray(c) for c in zip(*rows, strict=True))

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..angles.files import write_mot
 from ..errors import Sapiens2StreamError
-from ..io.jsonl import read_records, source_folders
+from ..io.jsonl import source_folders
+from ..io.records import read_frames, read_moments
 from ..io.track_files import write_trc
 from .fit import MIN_SURE, TooShort, TrackIK, scale_model
 from .markers import NAMES, markers
@@ -42,10 +43,6 @@ class Track:
     confidence: np.ndarray
 
 
-def as_array(rows: list | None) -> np.ndarray:
-    return np.array([p if p is not None else [np.nan] * 3 for p in rows], np.float64)
-
-
 def collect(rows: list[tuple[int, float, np.ndarray, np.ndarray]], label: str) -> list[Track]:
     by_id: dict[int, list] = {}
     for track_id, t, kp, conf in rows:
@@ -56,8 +53,7 @@ def collect(rows: list[tuple[int, float, np.ndarray, np.ndarray]], label: str) -
 
 def group_tracks(path: Path) -> list[Track]:
     """A camera group's people from its 3d/keypoints_3d.jsonl."""
-    rows = [(p["id"], r["time"], as_array(p["keypoints_3d"]), np.array(p["confidence"], np.float64))
-            for r in read_records(path) for p in r.get("people", [])]  # fmt: skip
+    rows = [(p.id, m.time, p.keypoints_3d, p.confidence) for m in read_moments(path) for p in m.people]
     return collect(rows, "3d")
 
 
@@ -68,12 +64,8 @@ def camera_tracks(folder: Path) -> list[Track]:
     if transform is None:
         return []
     m = np.asarray(transform, np.float64)
-    rows = []
-    for r in read_records(folder / "results.jsonl"):
-        for p in r.get("people", []):
-            if p.get("keypoints_3d") is not None:
-                kp = as_array(p["keypoints_3d"]) @ m[:3, :3].T + m[:3, 3]
-                rows.append((p["track_id"], r["pts"], kp, np.array(p["keypoints_3d_confidence"], np.float64)))
+    rows = [(p.track_id, r.pts, p.keypoints_3d @ m[:3, :3].T + m[:3, 3], p.keypoints_3d_confidence)
+            for r in read_frames(folder / "results.jsonl") for p in r.people if p.keypoints_3d is not None]  # fmt: skip
     return collect(rows, folder.name)
 
 

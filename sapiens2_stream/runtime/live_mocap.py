@@ -20,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ import numpy as np
 from ..config import DEFAULT_FPS
 from ..errors import Sapiens2StreamError
 from ..io.options import SourceConfig
+from ..io.records import RecordedMoment, recorded_moment
 from ..io.sink import best_keypoints
 from ..io.soundtracks import sound_offsets, soundtrack
 from ..io.sources import LIVE_KINDS, source_kind
@@ -102,6 +104,12 @@ class Moment:
     people: list
     record: dict
 
+    @cached_property
+    def recorded(self) -> RecordedMoment:
+        """The moment as a reader of OUTPUT/3d/keypoints_3d.jsonl gets it (rounded as written): what the group
+        stages compute from, so that the commands on the run's files give their values."""
+        return recorded_moment(self.record)
+
 
 class LiveMocap:
     """The triangulate stage's state: results wait by capture time, moments are made and triangulated, and each
@@ -131,14 +139,14 @@ class LiveMocap:
         self.last = {"people": 0, "views_per_person": 0.0, "error_px": float("nan")}  # the latest moment, for /metrics
         self.latest: dict | None = None  # the latest moment's record, for the console's 3-D view
 
-    def resume(self, moments: list[dict]) -> None:
+    def resume(self, moments: list[RecordedMoment]) -> None:
         """`--resume`: the interrupted run's moments: counted, their people's ids go on (those seen in its last
         second are tracked on from where they were), and a result from before its last moment is late."""
         with self.lock:
             self.triangulator.continue_from(moments)
             self.moments += len(moments)
-            self.ids.update(p["id"] for m in moments for p in m["people"])
-            self.made_until = moments[-1]["time"] if moments else self.made_until
+            self.ids.update(p.id for m in moments for p in m.people)
+            self.made_until = moments[-1].time if moments else self.made_until
 
     def source_closed(self, camera: str) -> None:
         with self.lock:

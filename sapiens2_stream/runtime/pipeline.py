@@ -41,6 +41,7 @@ from ..detect import Detector, check_detector, make_detector
 from ..errors import Sapiens2StreamError
 from ..io.mqtt import MqttClient, tls_context
 from ..io.options import SourceConfig
+from ..io.records import read_moments
 from ..io.sources import Source
 from .device import resolve_device, resolve_dtype
 from .engine import InferenceEngine, check_model_sources
@@ -52,7 +53,6 @@ from .pipeline_config import PipelineConfig
 from .planner import Planner
 from .prometheus import Monitor
 from .results import FrameResult
-from .resume import read_complete_lines
 from .stages import END, REGISTRY, Handoff, api_stage, builtin_stages, in_order, yaml_stage
 from .stages.context import enabled_for, group_context, options_of
 from .stages.group import GroupStages
@@ -235,7 +235,7 @@ class Pipeline:
         if self.group_stages:
             rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
             moments = Path(cfg.outputs.dir) / MOMENTS
-            resumed = read_complete_lines(moments) if self.resuming and moments.exists() else None
+            resumed = read_moments(moments, cut=True) if self.resuming and moments.exists() else None
             ctx = replace(group_context(cfg), rates=rates, mqtt=self.mqtt, interrupted=lambda: self.interrupted,
                           resumed=resumed)  # fmt: skip
             listeners = [self.on_moment] if self.on_moment else []

@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..errors import Sapiens2StreamError, redact
-from ..io.jsonl import parse_lines
 from ..io.outputs import video_names
+from ..io.records import RecordedFrame, read_frames
 from ..io.video_writer import playable_frames
 from ..track.smoothing import OnlineSmoother
 from ..track.tracker import Tracker
@@ -30,7 +28,7 @@ if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so th
 
 @dataclass
 class ResumeState:
-    records: list[dict]  # the complete JSONL lines of the interrupted run
+    records: list[RecordedFrame]  # the complete JSONL lines of the interrupted run
     videos: dict[str, int] = field(default_factory=dict)  # frames each existing video still plays
     alive: set[int] = field(default_factory=set)  # tracks alive at the cut (restore_tracker finds them)
 
@@ -43,34 +41,34 @@ class ResumeState:
     @property
     def start_frame(self) -> int:
         """The first source frame to read: the first one to draw again, or the first one not yet processed."""
-        return self.records[self.redraw_from]["frame"] if self.redraw_from < len(self.records) else self.next_frame
+        return self.records[self.redraw_from].frame if self.redraw_from < len(self.records) else self.next_frame
 
     @property
     def next_frame(self) -> int:
         """The first source frame the models have not processed yet."""
-        return self.records[-1]["frame"] + 1
+        return self.records[-1].frame + 1
 
-    def replayed(self) -> dict[int, dict]:
+    def replayed(self) -> dict[int, RecordedFrame]:
         """The recorded results of the frames drawn again, by frame index."""
-        return {rec["frame"]: rec for rec in self.records[self.redraw_from :]}
+        return {rec.frame: rec for rec in self.records[self.redraw_from :]}
 
     def describe(self) -> str:
-        done = f"resuming after frame {self.records[-1]['frame']} ({len(self.records)} frames recorded)"
+        done = f"resuming after frame {self.records[-1].frame} ({len(self.records)} frames recorded)"
         short = {name: n for name, n in self.videos.items() if n < len(self.records)}
         if not short:
             return done
         lacking = ", ".join(f"{name} played {n}" for name, n in short.items())
-        return (f"{done}; {lacking}: drawing frames {self.start_frame}-{self.records[-1]['frame']} again from the "
+        return (f"{done}; {lacking}: drawing frames {self.start_frame}-{self.records[-1].frame} again from the "
                 "recorded results and the source")  # fmt: skip
 
     @property
     def max_track_id(self) -> int:
-        return max((p["track_id"] for r in self.records for p in r["people"]), default=0)
+        return max((p.track_id for r in self.records for p in r.people), default=0)
 
     @property
     def detect_phase(self) -> int:
         """Frames already seen since the run began, so the detector keeps running on the same frames."""
-        return self.next_frame - self.records[0]["frame"]
+        return self.next_frame - self.records[0].frame
 
     def restore(self, tracker: Tracker, smoother: OnlineSmoother, every: int) -> None:
         """Replay the recorded people: the tracker's detector-frame observations, then the smoother over every
@@ -81,10 +79,10 @@ class ResumeState:
 
     def restore_tracker(self, tracker: Tracker, every: int) -> None:
         """The tracker's part of `restore` (the track stage's; the smoother is the smooth stage's)."""
-        first = self.records[0]["frame"]
+        first = self.records[0].frame
         for rec in self.records:
-            if (rec["frame"] - first) % every == 0:
-                tracker.replay_detected([(p["track_id"], p["box"], p["score"]) for p in rec["people"]], rec["pts"])
+            if (rec.frame - first) % every == 0:
+                tracker.replay_detected([(p.track_id, p.box, p.score) for p in rec.people], rec.pts)
         tracker.next_id = max(tracker.next_id, self.max_track_id + 1)
         tracker.pop_ended()  # those tracks ended before the cut; the smoother never gets their state
         self.alive = {tr.track_id for tr in tracker.tracks}
@@ -94,20 +92,9 @@ class ResumeState:
         default those `restore_tracker` left)."""
         alive = self.alive if alive is None else alive
         for rec in self.records:
-            for p in rec["people"]:
-                if p["track_id"] in alive and p["keypoints"] is not None:
-                    kp = np.array(p["keypoints"], np.float64)
-                    smoother(p["track_id"], rec["pts"], kp, np.array(p["keypoint_scores"], np.float64))
-
-
-def read_complete_lines(path: Path) -> list[dict]:
-    """Parse the JSONL, cutting the file back to its last complete, valid line."""
-    data = path.read_bytes()
-    records, good_end = parse_lines(data)
-    if good_end != len(data):
-        with open(path, "r+b") as f:
-            f.truncate(good_end)
-    return records
+            for p in rec.people:
+                if p.track_id in alive and p.keypoints is not None:
+                    smoother(p.track_id, rec.pts, p.keypoints, p.keypoint_scores)
 
 
 def prepare_resume(cfg: PipelineConfig, live: bool) -> ResumeState | None:
@@ -121,12 +108,12 @@ def prepare_resume(cfg: PipelineConfig, live: bool) -> ResumeState | None:
     path = Path(cfg.outputs.dir) / cfg.outputs.jsonl.name
     if not path.exists():
         return None
-    records = read_complete_lines(path)
+    records = read_frames(path, cut=True)
     if not records:
         return None
-    if records[0].get("source") != redact(cfg.source.uri):
+    if records[0].source != redact(cfg.source.uri):
         raise Sapiens2StreamError(
-            f"--resume: {path} was written for {records[0].get('source')!r}, not {redact(cfg.source.uri)!r}; "
+            f"--resume: {path} was written for {records[0].source!r}, not {redact(cfg.source.uri)!r}; "
             "use another --output"
         )
     out = Path(cfg.outputs.dir)

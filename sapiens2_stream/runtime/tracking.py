@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..detect.options import DetectorConfig
+from ..io.records import RecordedFrame
 from ..io.sources import Frame
 from ..track import Tracker
 from ..track.options import TrackerConfig
@@ -25,7 +26,7 @@ class SourceTracking:
         self.every, self.numbers, self.under_load = detector.every, numbers, under_load
         self.tracker = Tracker(tracker)
         self.countdown = 0  # frames until the detector runs again
-        self.replay: dict[int, dict] = {}  # frame index -> its record, for frames drawn again
+        self.replay: dict[int, RecordedFrame] = {}  # frame index -> its record, for frames drawn again
 
     def resume(self, resumed) -> None:
         """Continue an interrupted run: its tracks, the detector's phase, and the recorded frames some video lacks
@@ -70,12 +71,7 @@ class SourceTracking:
         return recorded_people(self.replay.pop(index))
 
 
-def recorded_people(record: dict) -> list[Person]:
+def recorded_people(record: RecordedFrame) -> list[Person]:
     """The people of a JSONL record, as the run that wrote it had them."""
-    people = []
-    for p in record["people"]:
-        arrays = {k: None if p.get(k) is None else np.array(p[k], np.float64)
-                  for k in ("keypoints", "keypoint_scores", "keypoints_smoothed")}  # fmt: skip
-        people.append(Person(p["track_id"], np.array(p["box"], np.float32), p["score"], arrays["keypoints"],
-                             arrays["keypoint_scores"], arrays["keypoints_smoothed"]))  # fmt: skip
-    return people
+    return [Person(p.track_id, p.box.astype(np.float32), p.score, p.keypoints, p.keypoint_scores, p.smoothed)
+            for p in record.people]  # fmt: skip

@@ -58,20 +58,20 @@ class Track2D:
         return points, np.where(exact[:, None], self.scores[idx], between)
 
 
-def run_tracks(records: list[dict]) -> dict[int, Track2D]:
-    """Every track of a run's records (results.jsonl lines, with `pts`) over the run's frame times, all 308
-    keypoints, scores 0 where the track is absent."""
-    times = np.array([r["pts"] for r in records], np.float64)
+def run_tracks(records: list) -> dict[int, Track2D]:
+    """Every track of a run's records (its results.jsonl read back as `io.records.RecordedFrame`s) over the run's
+    frame times, all 308 keypoints, scores 0 where the track is absent."""
+    times = np.array([r.pts for r in records], np.float64)
     tracks: dict[int, Track2D] = {}
     for i, record in enumerate(records):
-        for person in record.get("people", []):
-            if not person.get("keypoints") or not person.get("keypoint_scores"):
+        for person in record.people:
+            if person.keypoints is None or person.keypoint_scores is None:
                 continue
-            track_id = int(person.get("track_id", 0))
-            if track_id not in tracks:
-                tracks[track_id] = Track2D(times, np.zeros((len(records), NUM_KEYPOINTS, 2)),
-                                           np.zeros((len(records), NUM_KEYPOINTS)))  # fmt: skip
-            tracks[track_id].points[i], tracks[track_id].scores[i] = person["keypoints"], person["keypoint_scores"]
+            if person.track_id not in tracks:
+                tracks[person.track_id] = Track2D(times, np.zeros((len(records), NUM_KEYPOINTS, 2)),
+                                                  np.zeros((len(records), NUM_KEYPOINTS)))  # fmt: skip
+            track = tracks[person.track_id]
+            track.points[i], track.scores[i] = person.keypoints, person.keypoint_scores
     return tracks
 
 

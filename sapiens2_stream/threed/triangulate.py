@@ -94,20 +94,16 @@ class Triangulator:
         self.tracks.clear()
         self.next_id = 1
 
-    def continue_from(self, moments: list[dict]) -> None:
-        """An interrupted run's moments (its records, `--resume`): new ids go on from its highest, and each person
-        it saw within `max_lost_s` of its last moment is a track again at their last place (the filter starts
-        afresh there), so they keep their id."""
-        last: dict[int, tuple[float, dict]] = {}
-        for moment in moments:
-            for person in moment["people"]:
-                last[person["id"]] = (moment["time"], person)
+    def continue_from(self, moments: list) -> None:
+        """An interrupted run's moments (its 3d/keypoints_3d.jsonl read back as `io.records.RecordedMoment`s,
+        `--resume`): new ids go on from its highest, and each person it saw within `max_lost_s` of its last moment
+        is a track again at their last place (the filter starts afresh there), so they keep their id."""
+        last = {person.id: (moment.time, person) for moment in moments for person in moment.people}
         self.next_id = max(last, default=0) + 1
-        end = moments[-1]["time"] if moments else 0.0
+        end = moments[-1].time if moments else 0.0
         for track_id, (time_s, person) in sorted(last.items()):
             if end - time_s <= self.max_lost_s:
-                xyz = np.array([k if k is not None else [np.nan] * 3 for k in person["keypoints_3d"]], np.float64)
-                self._track(track_id, time_s, xyz, np.array(person["confidence"], np.float64))
+                self._track(track_id, time_s, person.keypoints_3d, person.confidence)
 
     def update(self, time_s: float, views: dict[str, tuple[np.ndarray, ...]]) -> list[Person3D]:
         """`views`: camera -> (keypoints [P, K, 2], scores [P, K]) or, where the camera's pointmap lifted its people

@@ -30,7 +30,8 @@ import numpy as np
 
 from ..errors import Sapiens2StreamError
 from ..humans.body import KEYPOINTS as BODY_KEYPOINTS
-from ..io.jsonl import read_records, source_folders
+from ..io.jsonl import source_folders
+from ..io.records import RecordedFrame, read_frames
 from ..models.metadata import NUM_KEYPOINTS, keypoint_index, pose_metadata
 from ..runtime.pipeline_config import read_pipeline
 from ..runtime.pose_run import pose_run
@@ -63,25 +64,25 @@ class TeacherRun:
 
     name: str
     uri: str
-    records: list[dict]
+    records: list[RecordedFrame]
     models: dict[str, str]
 
 
-def split_by_time(records: list[dict], val_share: float, gap_s: float) -> dict[int, str]:
+def split_by_time(records: list[RecordedFrame], val_share: float, gap_s: float) -> dict[int, str]:
     """Frame index -> "train" or "val" for the records with people: the last `val_share` of the time span is
     validation, the `gap_s` seconds before it neither."""
-    times = [r["pts"] for r in records if r.get("people")]
+    times = [r.pts for r in records if r.people]
     if not times:
         return {}
     start, end = min(times), max(times)
     boundary = end - val_share * (end - start) if val_share > 0 else np.inf
     out = {}
     for r in records:
-        if r.get("people"):
-            if r["pts"] >= boundary:
-                out[r["frame"]] = "val"
-            elif r["pts"] < boundary - gap_s:
-                out[r["frame"]] = "train"
+        if r.people:
+            if r.pts >= boundary:
+                out[r.frame] = "val"
+            elif r.pts < boundary - gap_s:
+                out[r.frame] = "train"
     return out
 
 
@@ -90,12 +91,12 @@ def run_records(folder: Path) -> list[TeacherRun]:
     summary.json names (else the records' own source) and the models that made them."""
     runs = []
     for source in source_folders(folder):
-        records = read_records(source / "results.jsonl")
+        records = read_frames(source / "results.jsonl")
         if not records:
             continue
         summary = source / "summary.json"
         uri = json.loads(summary.read_text()).get("source") if summary.exists() else None
-        runs.append(TeacherRun(source.name, uri or records[0]["source"], records, dict(records[0]["models"])))
+        runs.append(TeacherRun(source.name, uri or records[0].source, records, dict(records[0].models)))
     return runs
 
 
@@ -263,7 +264,7 @@ def label_run(run: TeacherRun, teacher: Teacher, opts: LabelOptions, listed: lis
     mask = np.zeros(NUM_KEYPOINTS, bool)
     mask[listed] = True
     sides = split_by_time(run.records, opts.val_share, opts.gap_s)
-    by_frame = {r["frame"]: r for r in run.records}
+    by_frame = {r.frame: r for r in run.records}
     wanted = {f for f in sides if f % opts.every == 0}
     if not wanted:
         return
@@ -272,14 +273,14 @@ def label_run(run: TeacherRun, teacher: Teacher, opts: LabelOptions, listed: lis
     batch: list[tuple[int, np.ndarray]] = []
 
     def flush() -> None:
-        people = [by_frame[f]["people"] for f, _ in batch]
-        boxes = [np.array([p["box"] for p in ps], np.float32).reshape(-1, 4) for ps in people]
+        people = [by_frame[f].people for f, _ in batch]
+        boxes = [np.array([p.box for p in ps], np.float32).reshape(-1, 4) for ps in people]
         for (frame, picture), persons, taught in zip(batch, people, teacher.teach([p for _, p in batch], boxes),
                                                      strict=True):  # fmt: skip
             kept = []
             for i, person in enumerate(persons):
-                jump = steady.jump(person["track_id"], frame)
-                sure = sure_keypoints(taught.scores[i], taught.flip_gap[i], jump, person["box"], mask, opts.rules)
+                jump = steady.jump(person.track_id, frame)
+                sure = sure_keypoints(taught.scores[i], taught.flip_gap[i], jump, person.box, mask, opts.rules)
                 counts.people_seen += 1
                 counts.keypoints_wanted += int(mask.sum())
                 if sure.sum() < opts.rules.min_keypoints:
@@ -287,7 +288,7 @@ def label_run(run: TeacherRun, teacher: Teacher, opts: LabelOptions, listed: lis
                 counts.keypoints_kept += int(sure.sum())
                 points = np.zeros((NUM_KEYPOINTS, 3), np.float32)
                 points[sure, :2], points[sure, 2] = taught.keypoints[i][sure], 2
-                kept.append((np.asarray(person["box"], np.float32), points[listed]))
+                kept.append((person.box.astype(np.float32), points[listed]))
             if kept:
                 side = sides[frame]
                 writers[side].add(f"{run.name}_{frame:06d}", picture, kept, taught)

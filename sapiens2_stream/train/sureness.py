@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..io.records import RecordedFrame
+
 NEIGHBOUR_FRAMES = 2  # a neighbour is at most this many frames away in the track (a dropped frame is allowed)
 
 
@@ -45,14 +47,12 @@ class TrackSteadiness:
     """Each track's keypoints over a run (frame, time, [308, 2]), to ask how far a frame's keypoints are from where
     the track's neighbouring frames put them."""
 
-    def __init__(self, records: list[dict]) -> None:
+    def __init__(self, records: list[RecordedFrame]) -> None:
         self.tracks: dict[int, list[tuple[int, float, np.ndarray]]] = {}
         for r in records:
-            for p in r.get("people", []):
-                if p.get("keypoints") is not None:
-                    points = np.array([xy if xy is not None else [np.nan, np.nan] for xy in p["keypoints"]],
-                                      np.float32)  # fmt: skip
-                    self.tracks.setdefault(p["track_id"], []).append((r["frame"], r["pts"], points))
+            for p in r.people:
+                if p.keypoints is not None:
+                    self.tracks.setdefault(p.track_id, []).append((r.frame, r.pts, p.keypoints.astype(np.float32)))
         for seen in self.tracks.values():
             seen.sort(key=lambda item: item[0])
 

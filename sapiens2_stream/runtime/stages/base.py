@@ -118,10 +118,11 @@ class GroupStage(Stage):
     def ending(self, state) -> None:
         pass
 
-    def resume(self, state, moments: list[dict]) -> None:
-        """`--resume`: the interrupted run's moments as it wrote them (OUTPUT/3d/keypoints_3d.jsonl, each stage's
-        additions in them), before anything new comes: taken into the state (ids that go on, each person's rows
-        for the files at the end), never told anyone again."""
+    def resume(self, state, moments: list) -> None:
+        """`--resume`: the interrupted run's moments as it wrote them (OUTPUT/3d/keypoints_3d.jsonl read back as
+        `io.records.RecordedMoment`s, each stage's additions in their people's `fields`), before anything new
+        comes: taken into the state (ids that go on, each person's rows for the files at the end), never told
+        anyone again."""
 
 
 # The built-in stages in the order a frame meets them: the batch stages (micro-batches of every source), the source

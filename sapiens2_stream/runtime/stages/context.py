@@ -59,7 +59,8 @@ class GroupContext:
     rates: dict[str, float | None] = field(default_factory=dict)
     mqtt: Any = None
     interrupted: Callable[[], bool] = lambda: False
-    resumed: list[dict] | None = None  # --resume: the interrupted run's moments (OUTPUT/3d/keypoints_3d.jsonl)
+    resumed: list | None = None  # --resume: the interrupted run's moments (OUTPUT/3d/keypoints_3d.jsonl), read
+    # back (io.records.RecordedMoment)
 
 
 def options_of(stage, cfg: PipelineConfig) -> Any:

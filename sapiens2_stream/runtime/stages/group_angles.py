@@ -12,6 +12,7 @@ from ...angles.options import AnglesConfig
 from ...angles.recompute import WORLD_UP, moment_people
 from ...angles.tracks import TrackAngles
 from ...config import DEFAULT_FPS
+from ...io.records import RecordedMoment
 from ..live_mocap import Moment
 from .base import GroupStage, register_stage
 from .context import GroupContext
@@ -40,15 +41,15 @@ class GroupAngles(GroupStage):
         fps = max((r for r in ctx.rates.values() if r), default=DEFAULT_FPS)
         return GroupAnglesState(TrackAngles(options, fps), ctx.out_dir / "3d" / "angles")
 
-    def resume(self, state: GroupAnglesState, moments: list[dict]) -> None:
-        for record in moments:  # the tracks' rows and gait as they were (their angles are in the records already)
-            state.angles.frame(record["time"], state.moments, moment_people(record), WORLD_UP)
+    def resume(self, state: GroupAnglesState, moments: list[RecordedMoment]) -> None:
+        for recorded in moments:  # the tracks' rows and gait as they were (their angles are in the records already)
+            state.angles.frame(recorded.time, state.moments, moment_people(recorded), WORLD_UP)
             state.moments += 1
 
     def __call__(self, state: GroupAnglesState, moment: Moment) -> None:
         record = moment.record
-        people = moment_people(record)
-        records, events = state.angles.frame(record["time"], state.moments, people, WORLD_UP)
+        people = moment_people(moment.recorded)
+        records, events = state.angles.frame(moment.recorded.time, state.moments, people, WORLD_UP)
         state.moments += 1
         for person, angles in zip(record["people"], records, strict=True):
             if angles is not None:

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ...io.records import RecordedMoment, RecordedMomentPerson
 from ...kinematics.fit import TooShort, TrackIK, scale_model, standing
 from ...kinematics.opensim_files import need_opensim, setup_dir
 from ...kinematics.options import KinematicsConfig
-from ...kinematics.run import Track, as_array, opensim_markers, solve_track
+from ...kinematics.run import Track, opensim_markers, solve_track
 from ..live_mocap import Moment
 from .base import GroupStage, register_stage
 from .context import GroupContext
@@ -73,35 +74,35 @@ class GroupKinematics(GroupStage):
         work = Path(tempfile.mkdtemp(prefix="sapiens2-kinematics-"))
         return GroupKinematicsState(options, need_opensim(), setup_dir(), ctx.out_dir / "kinematics", work)
 
-    def resume(self, state: GroupKinematicsState, moments: list[dict]) -> None:
+    def resume(self, state: GroupKinematicsState, moments: list[RecordedMoment]) -> None:
         """The interrupted run's frames taken in; whoever had enough standing frames is scaled and solved through
         them (the same model from the same frames), so the next frame starts from their last pose as it did."""
-        for moment in moments:
-            for person in moment["people"]:
-                self.take(state, moment["time"], person)
+        for recorded in moments:
+            for person in recorded.people:
+                self.take(state, recorded.time, person)
         for person_id, seen in state.people.items():
             if seen.solver is None and seen.standing >= state.cfg.scale_frames:
                 self.scale(state, person_id, seen, solved=len(seen.times))
 
-    def take(self, state: GroupKinematicsState, time_s: float, person: dict) -> tuple[Person, np.ndarray, np.ndarray]:
+    def take(self, state: GroupKinematicsState, time_s: float,
+             person: RecordedMomentPerson) -> tuple[Person, np.ndarray, np.ndarray]:  # fmt: skip
         """One moment's person into their frames (and standing count while not yet scaled): the person, their
         markers and each marker's sureness."""
-        seen = state.people.setdefault(person["id"], Person())
-        keypoints, confidence = as_array(person["keypoints_3d"]), np.array(person["confidence"], np.float64)
-        points, sure = opensim_markers(keypoints, confidence)
+        seen = state.people.setdefault(person.id, Person())
+        points, sure = opensim_markers(person.keypoints_3d, person.confidence)
         seen.times.append(time_s)
-        seen.keypoints.append(keypoints)
-        seen.confidence.append(confidence)
+        seen.keypoints.append(person.keypoints_3d)
+        seen.confidence.append(person.confidence)
         if seen.solver is None and seen.failed is None:
             seen.standing += int(standing(points[None])[0])
         return seen, points, sure
 
     def __call__(self, state: GroupKinematicsState, moment: Moment) -> None:
-        time_s = moment.record["time"]
-        for person in moment.record["people"]:
-            seen, points, sure = self.take(state, time_s, person)
+        time_s = moment.recorded.time
+        for recorded, person in zip(moment.recorded.people, moment.record["people"], strict=True):
+            seen, points, sure = self.take(state, time_s, recorded)
             if seen.solver is None and seen.failed is None and seen.standing >= state.cfg.scale_frames:
-                self.scale(state, person["id"], seen, solved=len(seen.times) - 1)
+                self.scale(state, recorded.id, seen, solved=len(seen.times) - 1)
             values, why = None, seen.failed or f"scaling: {seen.standing} of {state.cfg.scale_frames} standing frames"
             if seen.solver is not None:
                 values, _, why = seen.solver.frame(time_s, points, sure)

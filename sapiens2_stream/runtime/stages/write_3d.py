@@ -11,6 +11,7 @@ import numpy as np
 from ...export.motion3d import write_track
 from ...export.vmc import OscSender
 from ...io.jsonl import write_line
+from ...io.records import RecordedMoment
 from ...threed.options import ThreeDConfig
 from ..live_mocap import MOMENTS, Moment, checked_group
 from .base import GroupStage, register_stage
@@ -32,19 +33,18 @@ class MomentOutputs:
         self.fd: int | None = None
         self.append = False  # --resume: the JSONL goes on after the interrupted run's moments
 
-    def resume(self, moments: list[dict]) -> None:
+    def resume(self, moments: list[RecordedMoment]) -> None:
         self.append = True
-        for record in moments:
-            self.keep(record)
+        for recorded in moments:
+            self.keep(recorded)
 
-    def keep(self, record: dict) -> None:
+    def keep(self, recorded: RecordedMoment) -> None:
         """The moment's people as its record has them, for the per-person files at the end."""
-        for person in record["people"]:
-            xyz = [k if k is not None else [np.nan] * 3 for k in person["keypoints_3d"]]
-            self.rows[person["id"]].append((record["time"], xyz, person["confidence"]))
+        for person in recorded.people:
+            self.rows[person.id].append((recorded.time, person.keypoints_3d, person.confidence))
 
     def write(self, moment: Moment) -> None:
-        self.keep(moment.record)
+        self.keep(moment.recorded)
         for sender in self.senders:
             sender.send(moment.people, moment.time_s)
         if self.fd is None:
@@ -84,7 +84,7 @@ class Write3D(GroupStage):
     def open(self, options: ThreeDConfig, ctx: GroupContext, emit) -> MomentOutputs:
         return MomentOutputs(options, ctx)
 
-    def resume(self, state: MomentOutputs, moments: list[dict]) -> None:
+    def resume(self, state: MomentOutputs, moments: list[RecordedMoment]) -> None:
         state.resume(moments)
 
     def __call__(self, state: MomentOutputs, moment: Moment) -> None:
