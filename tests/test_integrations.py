@@ -288,7 +288,11 @@ def test_mqtt_broker_killed_and_restarted_mid_run(tmp_path, tiny_dir):
         broker.kill()
         pipeline.request_stop()
     summary = source_summary(box["summary"])
-    assert sum(killed < t < back for t in written) >= 20  # the run never waited for the broker
+    # the run never waited for the broker: it wrote on through the outage at its usual pace (half of it or more:
+    # the rate, not a count, so a host busy with other work slows both alike)
+    during = sum(killed < t < back for t in written)
+    usual = (len(written) - during) / (written[-1] - written[0] - (back - killed))
+    assert during >= 3 and during / (back - killed) >= 0.5 * usual, (during, usual)
     after = [t for t, _ in sub.on("sapiens2/pipeline/frames") if t > back]
     assert len(after) >= 20  # messages flow again
     assert summary["outputs"]["mqtt"]["dropped"] > 0  # more than the queue of 10 waited: dropped, counted

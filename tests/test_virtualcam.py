@@ -87,7 +87,9 @@ def test_a_slow_camera_never_slows_the_pipeline(tmp_path, tiny_dir, recording):
                  runtime={"threads": 1})  # fmt: skip
     summary = source_summary(run_for(Pipeline(cfg), 8))
     stats = summary["outputs"]["virtual_camera"]
-    assert stats["pictures"] == summary["frames_out"] and summary["frames_out"] > 4 * stats["sent"]
+    # had the pipeline waited for the consumer, it would have written about as many frames as were sent (2 a
+    # second); it wrote more than twice as many, however busy the host (about 6x idle, 3x beside two busy cores)
+    assert stats["pictures"] == summary["frames_out"] and summary["frames_out"] > 2 * stats["sent"]
     assert not summary["dropped"].get("output_too_slow") and stats["replaced"] > 0
 
 
