@@ -83,7 +83,7 @@ def test_a_built_in_stage_after_smooth_lands_before_threed_and_reaches_the_jsonl
     assert list(REGISTRY)[-1] == "joint_angles"  # registered after write
     pipeline = Pipeline(config(tiny_dir, clip, tmp_path / "out"))
     names = [s.name for s in pipeline.source_stages]
-    assert names == ["temporal", "smooth", "joint_angles", "threed", "angles", "events", "write"]
+    assert names == ["temporal", "smooth", "joint_angles", "threed", "angles", "kinematics", "events", "write"]
     pipeline.run()
     records = read_jsonl(tmp_path / "out" / "results.jsonl")
     assert len(records) == 20 and all("lean" in p["extra"] for r in records for p in r["people"])

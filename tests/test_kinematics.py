@@ -245,6 +245,74 @@ def test_a_resumed_run_goes_on_solving_as_the_command_solves_its_files(tmp_path)
         assert np.allclose(live_values, again_mot[name][solved], atol=0.01), name
 
 
+def tilted(world: np.ndarray, degrees: float) -> np.ndarray:
+    """A world-from-camera transform turned about the world's X axis (a floor found again, a little different)."""
+    a = np.radians(degrees)
+    turn = np.array([[1, 0, 0], [0, np.cos(a), -np.sin(a)], [0, np.sin(a), np.cos(a)]])
+    out = world.copy()
+    out[:3] = turn @ world[:3]
+    return out
+
+
+class Lifted:
+    """After the 3-D stage of a real run (random weights, so its people are nothing): the first person is a
+    walking body in metres in the camera's frame, and the floor the run has found is `first` until frame 25, then
+    the same turned by 3 degrees (a floor found again)."""
+
+    after = "threed"
+
+    def __init__(self, first: np.ndarray) -> None:
+        self.first = first
+
+    def __call__(self, state, result) -> None:
+        q, yaw = walking(result.frame.pts_s)
+        keypoints, confidence = keypoints_308(body_points(q, yaw=yaw))
+        world = keypoints[:, [2, 0, 1]]  # OpenSim's Y up -> Z up
+        camera = (world - self.first[:3, 3]) @ self.first[:3, :3]
+        for person in result.people[:1]:
+            person.keypoints_3d = camera.astype(np.float32)
+            person.keypoints_3d_confidence = (0.9 * confidence).astype(np.float32)
+        result.people[1:] = []
+        result.world_from_camera = self.first if result.frame.index < 25 else tilted(self.first, 3.0)
+
+
+def test_live_kinematics_of_one_camera_equals_the_command_on_its_files(tmp_path, tiny_dir):
+    """A camera with pose and pointmap, `kinematics: on`: each person in metres is solved as the frames come, in
+    the world the run's floor gives at that frame (kept in the record: the floor is found again as the run goes),
+    the track's files go through the outputs when it ends, and `sapiens2-stream kinematics` on the run's files
+    gives the live values (to 0.01 degree) and the same files. Without the world kept, the command would stand the
+    person on the floor of world.json."""
+    import sapiens2_stream as s2
+    from sapiens2_stream.io.records import read_frames
+    from sapiens2_stream.io.synthetic import make_clip
+
+    clip = tmp_path / "walk.mp4"
+    make_clip(clip, frames=45, size=(240, 320), people=1)
+    first = np.eye(4)
+    first[:3, :3] = [[1, 0, 0], [0, 0, 1], [0, -1, 0]]  # a camera looking along the world's Y, 3 m back, 1 m up
+    first[:3, 3] = [0.0, -3.0, 1.0]
+    models = {"pose": str(tiny_dir["pose"]), "pointmap": str(tiny_dir["pointmap"])}
+    s2.run(str(clip), lambda result: None, models=models, device="cpu", stages=[Lifted(first)],
+           detector={"type": "fixed", "boxes": [[100, 20, 80, 200]]}, output=str(tmp_path / "out"),
+           set={"models.pose.input_size": [64, 48], "models.pointmap.input_size": [64, 48],
+                "kinematics": {"enabled": True, "scale_frames": 15}})  # fmt: skip
+    people = [r.people[0] for r in read_frames(tmp_path / "out" / "results.jsonl")]
+    assert len(people) == 45 and "scaling: 1 of 15" in people[0].fields["kinematics_why"]
+    solved = [k for k, p in enumerate(people) if p.fields.get("kinematics")]
+    assert solved and solved[0] <= 20 and solved == list(range(solved[0], 45))
+    assert people[30].fields["kinematics_world"] != people[10].fields["kinematics_world"]
+    code, said = cli("kinematics", tmp_path / "out", "--scale-frames", 15, "--output", tmp_path / "again")
+    assert code == 0, said
+    again = read_mot(tmp_path / "again" / "person_0001_ik.mot")
+    written = read_mot(tmp_path / "out" / "kinematics" / "person_0001_ik.mot")
+    for name in ("knee_angle_r", "hip_flexion_l", "arm_flex_r", "pelvis_tilt"):
+        assert np.allclose(written[name], again[name], atol=1e-3), name  # the run's files are the command's
+        live_values = np.array([people[k].fields["kinematics"][name] for k in solved])
+        assert np.allclose(live_values, again[name][solved], atol=0.01), name
+    tilt = again["pelvis_tilt"]
+    assert abs(np.mean(tilt[30:]) - np.mean(tilt[15:25]) - 3.0) < 1.5  # the floor turned 3 degrees: so did the body
+
+
 def test_ctrl_c_stops_kinematics_at_once_and_leaves_no_half_person(tmp_path):
     """Ctrl-C while a person is solved (their model is scaled, IK under way): exit 130 within seconds, nothing of
     that person left (a scaled model without its IK would pass for done), summary.json saying it was interrupted."""

@@ -247,9 +247,9 @@ def test_stage_order_follows_after():
     builtins = [cls() for cls in reversed(list(REGISTRY.values()))]  # registered in any order
     order = [s.name for s in in_order([*builtins, user("u1", "events"), user("u2", "events"), user("u0", "infer"),
                                        user("u3", "u1")])]  # fmt: skip
-    assert order == ["take", "detect", "track", "infer", "u0", "temporal", "smooth", "threed", "angles", "events",
-                     "u1", "u3", "u2", "write", "triangulate", "group_angles", "group_kinematics", "write_3d",
-                     "pose2sim"]  # fmt: skip
+    assert order == ["take", "detect", "track", "infer", "u0", "temporal", "smooth", "threed", "angles",
+                     "kinematics", "events", "u1", "u3", "u2", "write", "triangulate", "group_angles",
+                     "group_kinematics", "write_3d", "pose2sim"]  # fmt: skip
 
 
 def test_building_a_pipeline_touches_nothing(tmp_path, tiny_dir):

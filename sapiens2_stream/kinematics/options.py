@@ -12,9 +12,10 @@ from ..config import Above0, Switch, section
 
 @section(key="kinematics")
 class KinematicsConfig:
-    """Each person of a calibrated camera group scaled to an OpenSim model once seen standing for `scale_frames`
-    frames, then solved frame by frame: `kinematics` ({coordinate: degrees}) with each person of
-    OUTPUT/3d/keypoints_3d.jsonl and MQTT TOPIC/3d; each person's files in OUTPUT/kinematics/ at the end."""
+    """Each person in metres (a calibrated camera group's, or one camera's 3-D stage's) scaled to an OpenSim model
+    once seen standing for `scale_frames` frames, then solved frame by frame: `kinematics` ({coordinate: degrees})
+    with each person of OUTPUT/3d/keypoints_3d.jsonl and MQTT TOPIC/3d (a group) or of results.jsonl (a camera);
+    each person's files in OUTPUT/kinematics/ (a camera's when the track ends, a group's at the end)."""
 
     enabled: Switch = False  # off unless asked (needs the opensim extra)
     model: Literal["simple", "full"] = "simple"  # Pose2Sim's OpenSim model: without muscles, or with them

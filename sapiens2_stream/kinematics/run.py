@@ -58,14 +58,18 @@ def group_tracks(path: Path) -> list[Track]:
 
 
 def camera_tracks(folder: Path) -> list[Track]:
-    """A single camera's people in metres (its 3-D stage's), in its floor's world; none without a floor."""
+    """A single camera's people in metres (its 3-D stage's), in its floor's world: the world a live run's
+    kinematics stood on where the record keeps it (`kinematics_world`: the floor is found again as a run goes),
+    else its world.json's; none without a floor."""
     world = folder / "world.json"
     transform = json.loads(world.read_text()).get("world_from_camera") if world.exists() else None
-    if transform is None:
-        return []
-    m = np.asarray(transform, np.float64)
-    rows = [(p.track_id, r.pts, p.keypoints_3d @ m[:3, :3].T + m[:3, 3], p.keypoints_3d_confidence)
-            for r in read_frames(folder / "results.jsonl") for p in r.people if p.keypoints_3d is not None]  # fmt: skip
+    rows = []
+    for r in read_frames(folder / "results.jsonl"):
+        for p in r.people:
+            m = p.fields.get("kinematics_world", transform)
+            if p.keypoints_3d is not None and m is not None:
+                m = np.asarray(m, np.float64)
+                rows.append((p.track_id, r.pts, p.keypoints_3d @ m[:3, :3].T + m[:3, 3], p.keypoints_3d_confidence))
     return collect(rows, folder.name)
 
 

@@ -5,8 +5,8 @@
       -> detect  (one detector thread)
       -> track   (each stream's tracker)
       -> infer   (one device thread: crops, batched Sapiens2 forwards, flip TTA, decoding)
-      -> each stream's writer, in frame order: temporal -> smooth -> threed -> angles -> events -> write (sinks,
-         observers)
+      -> each stream's writer, in frame order: temporal -> smooth -> threed -> angles -> kinematics -> events
+         -> write (sinks, observers)
       -> across sources, once per run: triangulate -> group_angles -> group_kinematics -> write_3d (a calibrated
          group), pose2sim (at the end)
 

@@ -1,6 +1,6 @@
 """The pipeline's stages, one file each, in the order a frame meets them (`base.ORDER`, the one list):
 
-    take -> detect -> track -> infer -> temporal -> smooth -> threed -> angles -> events -> write
+    take -> detect -> track -> infer -> temporal -> smooth -> threed -> angles -> kinematics -> events -> write
       -> (across the sources of a calibrated group) triangulate -> group_angles -> group_kinematics -> write_3d
          -> pose2sim
 

@@ -17,14 +17,14 @@ with `after:`. Every stage has the same four parts whatever it does:
 
 Three scopes. `batch` stages (take, detect, track, infer) work on micro-batches of frames from every source, on the
 pipeline's loop (they are awaited; their state is the run's, opened once). `source` stages (temporal, smooth,
-threed, angles, events, write, and users' own) work on one source's results in frame order on that source's writer
-thread; the runner (`stages.runner.SourceStages`) owns their order, timing, replay and failures: a stage that
-raises for one source is said once, counted, and left out for that source from then on (`summary.json`
+threed, angles, kinematics, events, write, and users' own) work on one source's results in frame order on that
+source's writer thread; the runner (`stages.runner.SourceStages`) owns their order, timing, replay and failures: a
+stage that raises for one source is said once, counted, and left out for that source from then on (`summary.json`
 `errors`, /metrics, the console), while that source's other stages and every other source go on. `group` stages
 (triangulate, group_angles, group_kinematics, write_3d, pose2sim) work across sources, once per run, after every
-source's own stages (`stages.group.GroupStages`): one takes the sources' results (`offer`) and makes moments
-(the people of a calibrated camera group in metres), which pass through the group stages after it in order
-(`__call__`), so a later stage can add to a moment before it is written.
+source's own stages (`stages.group.GroupStages`): one takes the sources' results (`offer`) and makes moments (the
+people of a calibrated camera group in metres), which pass through the group stages after it in order (`__call__`),
+so a later stage can add to a moment before it is written.
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ class GroupStage(Stage):
 # The built-in stages in the order a frame meets them: the batch stages (micro-batches of every source), the source
 # stages (one source's results in frame order), then the group stages (across sources, once per run). The one
 # place that says where a built-in stage runs.
-ORDER: tuple[str, ...] = ("take", "detect", "track", "infer", "temporal", "smooth", "threed", "angles", "events",
-                          "write", "triangulate", "group_angles", "group_kinematics", "write_3d",
+ORDER: tuple[str, ...] = ("take", "detect", "track", "infer", "temporal", "smooth", "threed", "angles", "kinematics",
+                          "events", "write", "triangulate", "group_angles", "group_kinematics", "write_3d",
                           "pose2sim")  # fmt: skip
 
 REGISTRY: dict[str, type[Stage]] = {}

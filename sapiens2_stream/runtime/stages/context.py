@@ -36,6 +36,7 @@ class SourceContext:
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)  # how the keypoints were smoothed (the
     # per-track files smooth again, offline, the same way)
     patience_s: float = 1.0  # how long a lost track keeps its identity (tracker.max_lost_s): events wait as long
+    lifted: bool = False  # the single-camera 3-D stage puts its people in metres (`threed:` with pose and pointmap)
     # known once the source is open
     reader: Any = None  # the opened source (io.sources.Source): its frame rate and size
     resumed: Any = None  # the interrupted run continued by --resume (runtime.resume.Resumed), or None
@@ -82,8 +83,9 @@ def enabled_for(stage, cfg: PipelineConfig) -> bool:
 def source_context(cfg: PipelineConfig) -> SourceContext:
     """The context of the source of a single-source configuration (`PipelineConfig.per_source`)."""
     events = any(cls(None).emits(options_of(cls, cfg)) for cls in REGISTRY.values() if cls.scope == "source")
-    return SourceContext(cfg.source.name or cfg.name, cfg.source, Path(cfg.outputs.dir), cfg.enabled_models(),
-                         events, cfg.smoothing, cfg.tracker.max_lost_s)  # fmt: skip
+    models = cfg.enabled_models()
+    return SourceContext(cfg.source.name or cfg.name, cfg.source, Path(cfg.outputs.dir), models, events,
+                         cfg.smoothing, cfg.tracker.max_lost_s, cfg.threed.lifts(models))  # fmt: skip
 
 
 def group_context(cfg: PipelineConfig) -> GroupContext:
