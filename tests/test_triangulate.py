@@ -501,3 +501,25 @@ def test_resume_continues_a_groups_moments_and_its_files_hold_the_whole_take(tmp
     assert {p["id"] for m in after for p in m["people"]} == {1}
     for name in ("tracks_3d/person_0001.trc", "angles/person_0001_angles_3d.mot"):
         assert len(rows(cut / "3d" / name)) == len(rows(whole / "3d" / name)) >= 39, name
+
+
+def test_group_files_are_written_once_all_closed_and_one_that_fails_spares_the_others(tmp_path, monkeypatch):
+    """write_3d's and group_angles' per-person files are jobs handed to the group's files, written into the output
+    folder after every group stage closed; one that raises (the TRC writer here) is said and counted, and the
+    angles' files are still written."""
+    from sapiens2_stream.runtime.stages import write_3d
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(write_3d, "write_track", broken)
+    rig, stages, enabled = S.camera_group(tmp_path, 2, angles={"enabled": True})
+    assert enabled == ["triangulate", "group_angles", "write_3d"]
+    from sapiens2_stream.models.metadata import keypoint_index
+
+    named = keypoint_index()
+    bodies = [{n: p for n, p in S.skeleton(S.walking(i / 10)).items() if n in named} for i in range(20)]
+    S.film(stages, rig, bodies, np.random.default_rng(2))
+    assert not list((tmp_path / "out" / "3d").glob("tracks_3d/*"))
+    assert list((tmp_path / "out" / "3d").glob("angles/person_0001_angles_3d.mot"))
+    assert [(e["stage"], e["error"]) for e in stages.errors] == [("files 3d/tracks_3d", "OSError: disk full")]

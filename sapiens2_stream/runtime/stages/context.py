@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...io.options import SourceConfig
+from ...io.stage_files import FileOutbox
 from ...track.options import SmoothingConfig
 from ..live_mocap import triangulation_group
 from ..options import ModelSection
@@ -50,7 +51,8 @@ class GroupContext:
     """A group stage's view of the run: its sources (their configurations, the camera group among them, and the
     folder each writes to), its own output folder and MQTT topic, and once open, the sources' nominal frame rates by
     label, the run's MQTT client (or None), whether the run was interrupted (asked at the end: a Pose2Sim project
-    is made of complete takes only) and, when it continues one (`--resume`), the moments that run wrote."""
+    is made of complete takes only), when it continues one (`--resume`), the moments that run wrote, and where the
+    files a group stage makes go (`files`: its jobs, run by the group's sink into the output folder)."""
 
     sources: list[SourceConfig]  # the named sources (`sources:`); empty for a single `source:`
     group: list[str]  # the calibrated camera group triangulated together (`threed:`; none: fewer than two)
@@ -62,6 +64,8 @@ class GroupContext:
     interrupted: Callable[[], bool] = lambda: False
     resumed: list | None = None  # --resume: the interrupted run's moments (OUTPUT/3d/keypoints_3d.jsonl), read
     # back (io.records.RecordedMoment)
+    files: FileOutbox = field(default_factory=FileOutbox)  # the files the group stages make at the end, handed to
+    # the group's `stage_files` sink (stages.group), never written by a stage itself
 
 
 def options_of(stage, cfg: PipelineConfig) -> Any:

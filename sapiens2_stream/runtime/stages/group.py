@@ -13,7 +13,9 @@ whose cameras went silent still come out). A run that continues an interrupted o
 stage the moments that run wrote (`resume`), so ids go on and the files at the end hold the whole take. A stage
 that raises is said once (one line; the traceback with
 --debug), counted in the summary's `errors` (so the run exits 3), and left out from then on; the stages after it
-still get every moment and every source's outputs go on to their end. Its close still runs, once.
+still get every moment and every source's outputs go on to their end. Its close still runs, once. The files a
+stage makes at the end (per person: TRC/C3D/BVH, angles, kinematics) are jobs it hands over (`GroupContext.files`,
+as a source stage hands its to the `stage_files` sink), run here into the output folder once every stage closed.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class GroupStages(Observer):
         (the Python API's `on_moment`), on the stages' thread; one that raises is said and left out as a stage."""
         self.stages = stages
         self.listeners = list(listeners)
+        self.outbox, self.out_dir = ctx.files, ctx.out_dir  # the files the stages make at the end: written here
         self.states: dict[str, object] = {}
         self.errors: list[dict] = []  # {stage, error, moment}: the stages that failed (each off since)
         self.failed: set[str] = set()
@@ -139,6 +142,12 @@ class GroupStages(Observer):
             except Exception as e:
                 if stage.name not in self.failed:
                     self._fail(stage.name, e)
+        for job in self.outbox.take():  # each stage's files, once all closed; one that fails is said and counted,
+            # the others are still written
+            try:
+                job.write(self.out_dir / job.subfolder)
+            except Exception as e:
+                self._fail(f"files {job.subfolder}", e)
 
     def summary(self) -> dict:
         out: dict = {}

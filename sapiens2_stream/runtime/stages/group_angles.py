@@ -1,6 +1,6 @@
 """Joint angles of a calibrated camera group's people (`angles:`): after triangulate, before write_3d, so each
 moment's records carry them (OUTPUT/3d/keypoints_3d.jsonl, MQTT TOPIC/3d) and each person's files land in
-OUTPUT/3d/angles/."""
+OUTPUT/3d/angles/ (handed to the group's files at the end)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ...angles.recompute import WORLD_UP, moment_people
 from ...angles.tracks import TrackAngles
 from ...config import DEFAULT_FPS
 from ...io.records import RecordedMoment
+from ...io.stage_files import FileOutbox
 from ..live_mocap import Moment
 from .base import GroupStage, register_stage
 from .context import GroupContext
@@ -21,7 +22,8 @@ from .context import GroupContext
 @dataclass
 class GroupAnglesState:
     angles: TrackAngles
-    folder: Path
+    folder: Path  # where the files land (for the summary)
+    files: FileOutbox  # the group's files: each person's at the end
     moments: int = 0
 
 
@@ -39,7 +41,7 @@ class GroupAngles(GroupStage):
 
     def open(self, options: AnglesConfig, ctx: GroupContext, emit) -> GroupAnglesState:
         fps = max((r for r in ctx.rates.values() if r), default=DEFAULT_FPS)
-        return GroupAnglesState(TrackAngles(options, fps), ctx.out_dir / "3d" / "angles")
+        return GroupAnglesState(TrackAngles(options, fps), ctx.out_dir / "3d" / "angles", ctx.files)
 
     def resume(self, state: GroupAnglesState, moments: list[RecordedMoment]) -> None:
         for recorded in moments:  # the tracks' rows and gait as they were (their angles are in the records already)
@@ -58,10 +60,12 @@ class GroupAngles(GroupStage):
             record["events"] = events
 
     def close(self, state: GroupAnglesState) -> None:
-        if not state.angles.cfg.files:
-            return
+        if state.angles.cfg.files:
+            state.files.put("3d/angles", lambda folder: self.write(state, folder))
+
+    def write(self, state: GroupAnglesState, folder: Path) -> None:
         for track_id, track in sorted(state.angles.all_tracks().items()):
-            write_track(state.folder, track_id, track.rows, state.angles.cfg, state.angles.fps)
+            write_track(folder, track_id, track.rows, state.angles.cfg, state.angles.fps)
 
     def summary(self, state: GroupAnglesState) -> dict:
         return {"group_angles": {"folder": str(state.folder), "tracks": state.angles.summary()}}

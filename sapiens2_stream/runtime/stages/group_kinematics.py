@@ -5,7 +5,8 @@ Each person is scaled once their first `scale_frames` standing frames are seen a
 frame from the pose of their last (`kinematics.live`, the same code as `sapiens2-stream kinematics`). Each
 moment's person gets `kinematics` ({coordinate: degrees, pelvis translations in metres}), or null with
 `kinematics_why`; the records are what OUTPUT/3d/keypoints_3d.jsonl and MQTT TOPIC/3d carry. At the end of the run
-each person's files are written to OUTPUT/kinematics/ as the command writes them from the run's files.
+each person's files go to OUTPUT/kinematics/ (handed to the group's files) as the command writes them from the
+run's files.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...io.records import RecordedMoment
+from ...io.stage_files import FileOutbox
 from ...kinematics.live import LiveKinematics
 from ...kinematics.opensim_files import need_opensim, setup_dir
 from ...kinematics.options import KinematicsConfig
@@ -25,7 +27,8 @@ from .context import GroupContext
 @dataclass
 class GroupKinematicsState:
     live: LiveKinematics
-    out: Path  # OUTPUT/kinematics
+    out: Path  # OUTPUT/kinematics (for the summary)
+    files: FileOutbox  # the group's files: each person's at the end
 
 
 @register_stage("group_kinematics")
@@ -45,7 +48,7 @@ class GroupKinematics(GroupStage):
             setup_dir()
 
     def open(self, options: KinematicsConfig, ctx: GroupContext, emit) -> GroupKinematicsState:
-        return GroupKinematicsState(LiveKinematics(options), ctx.out_dir / "kinematics")
+        return GroupKinematicsState(LiveKinematics(options), ctx.out_dir / "kinematics", ctx.files)
 
     def resume(self, state: GroupKinematicsState, moments: list[RecordedMoment]) -> None:
         for recorded in moments:
@@ -62,12 +65,10 @@ class GroupKinematics(GroupStage):
                 person["kinematics_why"] = why
 
     def close(self, state: GroupKinematicsState) -> None:
-        """Each person's files, as `sapiens2-stream kinematics` writes them from the run's files."""
-        try:
-            for person_id in sorted(state.live.people if state.live.cfg.files else ()):
-                state.live.files(person_id, state.out)
-        finally:
-            state.live.close()
+        """Each person's files, as `sapiens2-stream kinematics` writes them from the run's files, handed over."""
+        state.live.close()  # the live models (the files' jobs scale their own)
+        for person_id in sorted(state.live.people if state.live.cfg.files else ()):
+            state.files.put("kinematics", lambda folder, person_id=person_id: state.live.files(person_id, folder))
 
     def summary(self, state: GroupKinematicsState) -> dict:
         return {"kinematics": {"folder": str(state.out), "people": state.live.summary}}

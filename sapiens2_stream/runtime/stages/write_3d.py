@@ -1,10 +1,11 @@
 """The camera group's moments written: OUTPUT/3d/keypoints_3d.jsonl, MQTT TOPIC/3d, VMC and OSC, and at the end
-TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/."""
+TRC / C3D / BVH per person in OUTPUT/3d/tracks_3d/ (handed to the group's files, `GroupContext.files`)."""
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +33,7 @@ class MomentOutputs:
         self.rows: dict[int, list] = defaultdict(list)  # each person's (time, keypoints, confidence) as recorded
         self.fd: int | None = None
         self.append = False  # --resume: the JSONL goes on after the interrupted run's moments
+        self.files = ctx.files  # the per-person files go there at the end
 
     def resume(self, moments: list[RecordedMoment]) -> None:
         self.append = True
@@ -59,7 +61,9 @@ class MomentOutputs:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-        folder = self.path.parent / "tracks_3d"
+
+    def write_tracks(self, folder: Path) -> None:
+        """Each person's TRC / C3D / BVH in `folder` (3d/tracks_3d)."""
         for person_id, rows in sorted(self.rows.items()):
             if len(rows) < 2:
                 continue
@@ -92,3 +96,5 @@ class Write3D(GroupStage):
 
     def close(self, state: MomentOutputs) -> None:
         state.close()
+        if state.formats:
+            state.files.put("3d/tracks_3d", state.write_tracks)
