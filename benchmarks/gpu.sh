@@ -4,7 +4,8 @@
 #   there:       bash benchmarks/gpu.sh           (device run with carry [".whl"]; results in $OUT, else
 #                                                  benchmarks/results/)
 # In order, each in its own time box (about 9 minutes in all, inside one 10-minute device call): the CUDA tests
-# (tests/test_cuda.py, skipped on machines without a GPU), the live and multi-camera benchmarks on the GPU, the
+# (tests/test_cuda.py, skipped on machines without a GPU), NVDEC and NVENC against the CPU's decoder and x264
+# (benchmarks/hardware_video.py: the host CPU they save per 1080p frame), the live and multi-camera benchmarks on the GPU, the
 # model benchmark (benchmarks/gpu.py), the fleet row (cameras per GPU at 10 results/s; needs ray there) and the
 # TensorRT rows (benchmarks/runtimes.py; needs tensorrt there). Neither wheel is small enough to carry. A step
 # that fails or runs out of time is reported and the next one still runs; each starts with the time of day.
@@ -48,6 +49,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $out/NAM
     echo "=== $name: exit $rc$([ "$rc" = 124 ] && echo ' (out of time)')"
 }
 step gpu_tests 200 python3 -m pytest -m cuda tests/test_cuda.py -p no:cacheprovider -n 0 -rs
+step gpu_video 30 python3 -m benchmarks.hardware_video --frames 90 --json "$out/hardware_video.json"
 SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=8 step gpu_live 100 python3 -m benchmarks.live
 SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_COMPILE=off step gpu_multi 70 python3 -m benchmarks.multi_source
 step gpu_model 170 python3 -m benchmarks.gpu --batches 1,8 --json "$out/gpu.json"

@@ -32,6 +32,8 @@ class SourceConfig:
     fps: Above0 | None = None  # webcam capture rate; the timestamp rate of image folders (default 30)
     timeout_s: Above0 = 5.0  # open and read timeout for streams
     transport: Literal["tcp", "udp"] = "tcp"  # rtsp:// streams: TCP (reliable) or UDP (lower latency, may lose)
+    decoder: Literal["cpu", "auto", "nvdec"] = "cpu"  # files and streams: decode on the CPU, or on the GPU's video
+    # decoder (NVDEC) where the machine has one and the stream suits it, else the CPU (said in the summary)
     reconnect: ReconnectConfig = field(default_factory=ReconnectConfig)
     max_frames: Count | None = None  # stop after this many frames
     start_frame: Annotated[int, Field(ge=0)] = 0  # files: skip frames before this index (--resume); live: the first
@@ -79,6 +81,8 @@ class VideoOutput:
     view_3d: Switch = False  # with threed: the people's 3-D skeletons from above and from the side, bottom right
     crf: Annotated[int, Field(ge=0, le=51)] = 23  # x264 quality (lower: better, larger)
     preset: str = "veryfast"  # x264 speed preset
+    encoder: Literal["cpu", "auto", "nvenc"] = "cpu"  # x264 on the CPU, or the GPU's video encoder (NVENC) where
+    # the machine has one, else x264 (said in the summary)
     copy_audio: Switch = True  # the source's soundtrack copied into the video at the end
 
 

@@ -21,7 +21,8 @@ class Sink:
         """Finish the output; called once, also after an interruption."""
 
     def stats(self) -> dict | None:
-        """What an output that can refuse work (a server away) sent and dropped; None for files."""
+        """What an output that can refuse work (a server away) sent and dropped, or what else its summary says (a
+        video asked to encode on the GPU: which encoder it got); None for files."""
         return None
 
 

@@ -181,6 +181,7 @@ class Source:
         self.rate: float | None = None  # a live stream's nominal frames/s, as it said when connected (planning)
         self.listeners: list = []  # (event, fields) callbacks: source_disconnected, source_reconnected
         self.connection = Connection() if self.live else None
+        self.on_gpu = False  # the latest connection asked FFmpeg for the GPU's decoder (`decoder`)
         self._paths: list[Path] = []
         if self.spec.probe is not None:
             self.spec.probe(self)
@@ -230,6 +231,18 @@ class Source:
         cfg = self.cfg
         target, fmt, options = self.spec.opening(cfg)
         timeout = (cfg.timeout_s, cfg.timeout_s) if self.live else None
+        self.on_gpu = False
+        if cfg.decoder != "cpu":
+            try:
+                container = av.open(target, format=fmt, options=options, timeout=timeout,
+                                    hwaccel=av.codec.hwaccel.HWAccel("cuda", allow_software_fallback=True))  # fmt: skip
+                self.on_gpu = True
+                return container
+            except FileNotFoundError:
+                pass  # said below, as without a decoder asked
+            except (av.FFmpegError, OSError) as e:
+                self._note(f"decoded on the CPU: decoder {cfg.decoder} asked, the GPU's decoder does not open here "
+                           f"({_reason(e)})")  # fmt: skip
         try:
             return av.open(target, format=fmt, options=options, timeout=timeout)
         except FileNotFoundError:
@@ -343,9 +356,14 @@ class Source:
     def _decode(self, container: av.container.InputContainer) -> Iterator[av.VideoFrame]:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
+        told = not self.on_gpu
         for packet in container.demux(stream):
             try:
-                yield from packet.decode()
+                for frame in packet.decode():
+                    if not told:  # which decoder the frames came from, said once
+                        told = True
+                        self._note(decoder_used(self.cfg.decoder, stream.codec_context))
+                    yield frame
             except av.error.InvalidDataError:
                 self.stats.corrupt += 1
 
@@ -446,6 +464,14 @@ class Source:
             self.stats.reconnects += 1
             connection.next_attempt_wall = time.time() + wait_s
             stop.wait(wait_s)
+
+
+def decoder_used(asked: str, codec) -> str:
+    """What a source's `decoder` setting gave once the GPU's decoder was asked for, as its summary says it (once):
+    the GPU's, or the CPU's where FFmpeg fell back (the stream's codec not one NVDEC takes)."""
+    if codec.is_hwaccel:
+        return f"decoded on the GPU (NVDEC, {codec.name})"
+    return f"decoded on the CPU: decoder {asked} asked, NVDEC does not take {codec.name}"
 
 
 def _reason(e: BaseException) -> str:

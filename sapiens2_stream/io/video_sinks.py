@@ -5,6 +5,7 @@ written (see io.video_writer), so a killed process leaves them playable.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from .video_writer import VideoWriter
 
 GREEN_SCREEN = (0, 177, 64)
 
+
+log = logging.getLogger("sapiens2_stream")
 
 def annotated(result, draw: list[str], threshold: float, background=GREEN_SCREEN) -> np.ndarray:
     """`annotate`, made once per result and shared by the outputs that show it (video, re-stream, window);
@@ -69,7 +72,9 @@ def matte_composite(result, background) -> np.ndarray:
 def open_writer(path: Path, fps: float | None, video_cfg, resume=None, feed: VideoFeed | None = None) -> VideoWriter:
     """A video writer; when resuming, it starts with the frames of the interrupted run's file up to the first one
     the run draws again (`resume.redraw_from`). `feed`: offered what it encodes from then on (a live view)."""
-    writer = VideoWriter(path, fps, video_cfg.crf, video_cfg.preset, background=True)
+    writer = VideoWriter(path, fps, video_cfg.crf, video_cfg.preset, background=True, encoder=video_cfg.encoder)
+    if writer.why_not is not None and video_cfg.encoder == "nvenc":
+        log.warning("outputs.video.encoder nvenc: %s; encoding %s with x264 on the CPU", writer.why_not, path.name)
     if resume is not None and path.exists():  # the prefill is the past, not live: not offered to the feed
         previous = path.with_name(path.stem + ".previous.mp4")
         os.replace(path, previous)
@@ -81,7 +86,7 @@ def open_writer(path: Path, fps: float | None, video_cfg, resume=None, feed: Vid
 
 
 class VideoSink(Sink):
-    redraw = True
+    kind, redraw = "video", True
 
     def __init__(self, path: Path, fps: float | None, cfg, audio_source: str | None, resume, background,
                  feed: VideoFeed | None = None) -> None:  # fmt: skip
@@ -103,6 +108,12 @@ class VideoSink(Sink):
         if self.feed is not None and self.feed.recording == self.writer.path:
             self.feed.recording = None
         self.writer.close(self.audio_source, end_s=self.last_pts)
+
+    def stats(self) -> dict | None:
+        """With outputs.video.encoder other than cpu: the encoder it got, and why not the GPU's where not."""
+        if self.cfg.encoder == "cpu":
+            return None
+        return {"encoder": self.writer.codec, **({"why_not": self.writer.why_not} if self.writer.why_not else {})}
 
 
 class VideosSink(Sink):
@@ -187,7 +198,8 @@ class LiveViewSink(Sink):
             return
         if self.writer is None:
             self.writer = VideoWriter(None, self.fps, self.video_cfg.crf, self.video_cfg.preset,
-                                      on_packet=self.feed.packet, on_picture=self.feed.picture)  # fmt: skip
+                                      on_packet=self.feed.packet, on_picture=self.feed.picture,
+                                      encoder=self.video_cfg.encoder)  # fmt: skip
         picture = annotated(result, layers(self.video_cfg), self.video_cfg.keypoint_threshold, self.background)
         self.writer.write(picture, result.frame.pts_s)
 

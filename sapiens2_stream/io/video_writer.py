@@ -9,6 +9,7 @@ audio) into a regular MP4 with the index at the front, which every player and br
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
@@ -51,12 +52,14 @@ class VideoWriter:
     def __init__(
         self, path: str | Path | None, fps: float | None = None, crf: int = 23, preset: str = "veryfast", *,
         on_packet: Callable[[av.Packet, object], None] | None = None,
-        on_picture: Callable[[np.ndarray], None] | None = None, background: bool = False,
+        on_picture: Callable[[np.ndarray], None] | None = None, background: bool = False, encoder: str = "cpu",
     ) -> None:  # fmt: skip
         """`on_packet(packet, stream)`: told every encoded packet, after it is muxed (the stream's codec
         parameters are then known); `on_picture(rgb)`: every picture encoded (a live view, `io.video_feed`).
         `path` None: no file, only the callbacks (a live view of a source that records no annotated video).
-        `background`: encode on a thread of its own (the callbacks are then called there)."""
+        `background`: encode on a thread of its own (the callbacks are then called there). `encoder`: "cpu"
+        (x264), or "auto" / "nvenc": the GPU's encoder where it opens here, else x264 (`codec` and `why_not` say
+        which, and why)."""
         self.path = Path(path) if path is not None else None
         self.on_packet, self.on_picture = on_packet, on_picture
         if self.path is not None:
@@ -65,6 +68,13 @@ class VideoWriter:
         gop = max(1, round(self.fps))  # a keyframe, so a fragment, at least every second
         self.options = {"crf": str(crf), "preset": preset, "tune": "zerolatency",
                         "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0"}  # fmt: skip
+        self.codec, self.why_not = "libx264", None
+        if encoder != "cpu":
+            self.why_not = nvenc_refusal()
+            if self.why_not is None:  # NVENC with what x264 is given: a keyframe a second, no B-frames, no delay
+                self.codec = "h264_nvenc"
+                self.options = {"preset": "p4", "tune": "ll", "zerolatency": "1", "bf": "0", "g": str(gop),
+                                "rc": "vbr", "cq": str(crf)}  # fmt: skip
         self.container: av.container.OutputContainer | None = None
         self.stream = None
         self.size: tuple[int, int] | None = None
@@ -80,7 +90,7 @@ class VideoWriter:
         target = str(self.path) if self.path is not None else Discard()
         self.container = av.open(target, "w", format="mp4", options=FRAGMENTED)
         rate = Fraction(self.fps).limit_denominator(1001)
-        stream = self.container.add_stream("libx264", rate=rate, options=self.options)
+        stream = self.container.add_stream(self.codec, rate=rate, options=self.options)
         stream.width, stream.height = self.size[1], self.size[0]
         stream.pix_fmt = "yuv420p"
         stream.codec_context.time_base = TIME_BASE
@@ -155,6 +165,23 @@ class VideoWriter:
                 finalize(self.path, audio_source, end_s)
         if failure is not None:  # the frames before it are in the file, which plays
             raise failure
+
+
+@functools.cache
+def nvenc_refusal() -> str | None:
+    """Why NVENC (h264_nvenc) cannot encode in this process, or None when it can: tried once on a small picture
+    (the FFmpeg PyAV carries has the encoder; it opens only where an NVIDIA driver and GPU are)."""
+    try:
+        container = av.open(Discard(), "w", format="mp4")
+        stream = container.add_stream("h264_nvenc", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 256, 256, "yuv420p"
+        picture = av.VideoFrame.from_ndarray(np.zeros((256, 256, 3), np.uint8), format="rgb24")
+        for packet in stream.encode(picture.reformat(format="yuv420p")):
+            container.mux(packet)
+        container.close()
+    except (av.FFmpegError, OSError, ValueError) as e:
+        return f"NVENC does not open here ({type(e).__name__}: {str(e)[:120]})"
+    return None
 
 
 def decoded_frames(path: Path, limit: int | None = None):

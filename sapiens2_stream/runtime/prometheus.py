@@ -68,7 +68,8 @@ class RunCollector:
             for error in numbers["errors"]:
                 failed.add_metric([label, error["stage"]], 1)
             for output, stats in s.output_stats().items():
-                outputs.add_metric([label, output], stats["dropped"])
+                if "dropped" in stats:  # an output that can refuse work (a video's stats say its encoder)
+                    outputs.add_metric([label, output], stats["dropped"])
             people.add_metric([label], numbers["people"])
             fps.add_metric([label], numbers["processed_fps"])
             behind.add_metric([label], float(s.under_load()))
