@@ -8,6 +8,7 @@ with flip_pairs), plus achieved TFLOP/s against the device's peak. Run through `
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import time
 
@@ -15,6 +16,7 @@ import torch
 
 from sapiens2_stream.models import load_model, pose_metadata, preset
 from sapiens2_stream.models.config import to_transformers_config
+from sapiens2_stream.models.fp8 import fp8_refusal, to_fp8
 
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0}
 
@@ -60,10 +62,12 @@ def forward_flops(model, x) -> int:
     return counter.get_total_flops()
 
 
-def implementations(ours, compiled, ref, x, flip, order, pairs) -> dict:
-    """The three ways to get (flip-averaged) heatmaps for batch x; flip runs the mirrored crops too."""
+def implementations(ours, compiled, ref, x, flip, order, pairs, fp8=None) -> dict:
+    """The three ways to get (flip-averaged) heatmaps for batch x; flip runs the mirrored crops too. `fp8`: ours
+    compiled with the backbone's products in fp8 (runtime.fp8), a fourth row without flip, where the GPU has fp8."""
     if not flip:
-        return {"ours eager": lambda: ours(x), "ours compiled": lambda: compiled(x), "transformers": lambda: ref(x)}
+        runs = {"ours eager": lambda: ours(x), "ours compiled": lambda: compiled(x), "transformers": lambda: ref(x)}
+        return runs | ({"ours compiled fp8": lambda: fp8(x)} if fp8 is not None else {})
     both = torch.cat([x, x.flip(-1)])
     return {
         "ours eager": lambda: ours.flip_tta(x, order),
@@ -87,6 +91,13 @@ def main() -> None:
     ref = transformers.Sapiens2ForPoseEstimation(transformers.Sapiens2Config(**cfg)).to(device, dtype).eval()
     ours = load_model({k: v for k, v in ref.state_dict().items()}, device=device, dtype=dtype)
     compiled = torch.compile(ours, dynamic=False, mode="reduce-overhead")
+    fp8 = None
+    if fp8_refusal(device) is None:
+        fast = copy.deepcopy(ours)
+        to_fp8(fast.backbone)
+        fp8 = torch.compile(fast, dynamic=False, mode="reduce-overhead")
+    else:
+        print(f"no fp8 row: {fp8_refusal(device)}", flush=True)
     order = pose_metadata().flip_indices
     pairs = torch.tensor(pose_metadata().flip_pairs, device=device)
     flops_per_crop = forward_flops(ours, torch.randn(1, 3, 1024, 768, device=device, dtype=dtype))
@@ -96,7 +107,7 @@ def main() -> None:
         for batch in (int(b) for b in args.batches.split(",")):
             x = torch.randn(batch, 3, 1024, 768, device=device, dtype=dtype)
             for flip in (False, True):
-                runs = implementations(ours, compiled, ref, x, flip, order, pairs)
+                runs = implementations(ours, compiled, ref, x, flip, order, pairs, fp8)
                 for name, fn in runs.items():
                     seconds = timed(fn, args.repeats)
                     forwards = batch * (2 if flip else 1)
@@ -111,6 +122,8 @@ def main() -> None:
             print(f"batch {batch:3d} flip {flip!s:5s}: compiled/transformers "
                   f"{group['ours compiled'] / group['transformers']:.2f}x, eager/transformers "
                   f"{group['ours eager'] / group['transformers']:.2f}x")  # fmt: skip
+            if "ours compiled fp8" in group:
+                print(f"batch {batch:3d}: fp8/bf16 compiled {group['ours compiled fp8'] / group['ours compiled']:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "flops_per_crop": flops_per_crop, "rows": rows}, f,

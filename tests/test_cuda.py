@@ -162,3 +162,21 @@ def test_the_command_line_runs_on_cuda(tmp_path, tiny_dir):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["totals"]["frames_out"] == 20 and summary["device"].startswith("cuda")
     assert summary["compiled"] == {"pose": [1, 2], "seg": [1, 2]}
+
+
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 9),
+                    reason="fp8 needs compute capability 8.9 or later")  # fmt: skip
+def test_fp8_on_the_gpu_passes_its_gate_and_stays_near_bf16():
+    """runtime.fp8 on an fp8 GPU (H100, H200): the toy pose model's backbone in fp8 passes the parity gate against
+    its bf16 outputs, and the engine's keypoints stay within about a pixel of bf16's."""
+    from sapiens2_stream.models.toy import toy_model
+
+    cfg = {"pose": ModelSection(str(toy_model("pose")), max_batch=4)}
+    frames, people = frames_and_people()
+    bf16 = InferenceEngine(cfg, CUDA, torch.bfloat16).run(frames, people())
+    engine = InferenceEngine(cfg, CUDA, torch.bfloat16, fp8=True)
+    assert engine.fp8["pose"].startswith("on"), engine.fp8
+    fp8 = engine.run(frames, people())
+    a = np.concatenate([p.keypoints for r in bf16 for p in r.people])
+    b = np.concatenate([p.keypoints for r in fp8 for p in r.people])
+    assert np.median(np.abs(a - b)) < 1.5

@@ -43,7 +43,7 @@ FP32 = {  # measure -> bound for an fp32 export against PyTorch fp32
     "relative_depth_median": 1e-4,
 }
 AGREEMENTS = ("argmax_agreement", "label_agreement")  # higher is better; the rest are differences
-MULTIPLE = {"bf16": 2.0, "fp16": 2.0, "int8": 4.0}  # times PyTorch's bf16-vs-fp32 difference
+MULTIPLE = {"bf16": 2.0, "fp16": 2.0, "int8": 4.0, "fp8": 4.0}  # times PyTorch's bf16-vs-fp32 difference
 
 Outputs = dict[str, np.ndarray]
 
@@ -85,7 +85,7 @@ def run_torch(graph: torch.nn.Module, pixels: torch.Tensor, dtype: torch.dtype, 
     with torch.inference_mode():
         for start in range(0, len(pixels), batch):
             for name, value in zip(names, graph(pixels[start : start + batch].to(dtype)), strict=True):
-                out[name].append(value.float().numpy())
+                out[name].append(value.float().cpu().numpy())
     graph.float()
     return {n: np.concatenate(v) for n, v in out.items()}
 
@@ -185,3 +185,34 @@ def judge(measured: dict[str, float], bounds: dict[str, float], is_finite: bool)
         if (value < bound) if key in AGREEMENTS else (value > bound):
             failures.append(f"{key} {value:.6g} {'<' if key in AGREEMENTS else '>'} {bound:.6g}")
     return failures
+
+
+def fp8_gate(model: torch.nn.Module, size: tuple[int, int], device: torch.device) -> dict:
+    """`runtime.fp8`'s gate: a copy of `model` with its backbone's products in fp8 (`models.fp8`) against the
+    model in bf16 on the task's parity inputs, held to `MULTIPLE["fp8"]` times the model's own bf16-vs-fp32
+    difference. {"passed", "measured", "bounds", "failures", "model": the fp8 copy (None when it failed)}."""
+    import copy
+
+    from ..models.fp8 import to_fp8
+    from .graph import ExportGraph
+
+    task = model.task
+    pixels, _ = parity_inputs(task, size)
+    pixels = pixels.to(device)
+    reference = ExportGraph(copy.deepcopy(model).float(), flip=False)
+    fp32 = run_torch(reference, pixels, torch.float32)
+    bf16 = run_torch(reference, pixels, torch.bfloat16)
+    fast = copy.deepcopy(model).to(torch.bfloat16)
+    to_fp8(fast.backbone)
+    names, graph = output_names(task), ExportGraph(fast, flip=False)
+    parts: dict[str, list] = {n: [] for n in names}
+    with torch.inference_mode():
+        for start in range(0, len(pixels), 8):
+            for name, value in zip(names, graph(pixels[start : start + 8].to(torch.bfloat16)), strict=True):
+                parts[name].append(value.float().cpu().numpy())
+    fp8 = {n: np.concatenate(v) for n, v in parts.items()}
+    measured = differences(task, fp8, bf16, size)
+    bounds = tolerances(task, "fp8", differences(task, fp32, bf16, size))
+    failures = judge(measured, bounds, finite(fp8))
+    return {"passed": not failures, "measured": measured, "bounds": bounds, "failures": failures,
+            "model": None if failures else fast}  # fmt: skip

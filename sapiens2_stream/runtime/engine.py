@@ -3,6 +3,7 @@ same forward, decoding on device, dense outputs mapped back to each frame."""
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -10,9 +11,11 @@ import torch
 
 from ..deploy.artifact import check_artifact
 from ..deploy.exported import ExportedModel
+from ..deploy.parity import fp8_gate
 from ..errors import Sapiens2StreamError
 from ..io.sources import Frame
 from ..models import load_model, pipeline_tasks, task_spec
+from ..models.fp8 import fp8_refusal
 from ..models.loading import locate_checkpoint
 from ..models.network import Sapiens2Network
 from ..processing import crop_persons, merge_flip, prepare_frames, with_flipped
@@ -20,6 +23,7 @@ from .device import BUCKETS, bucket_size, compile_model, pad_to_bucket, prepare_
 from .options import ModelSection
 from .results import FrameResult, Person
 
+log = logging.getLogger("sapiens2_stream")
 
 def as_host_type(value: torch.Tensor) -> torch.Tensor:
     """Results leave the device as float32 (numpy has no bfloat16; a half-precision run's maps stay exact enough)
@@ -44,6 +48,20 @@ def check_model_sources(models: dict[str, ModelSection]) -> None:
             locate_checkpoint(model.source, download=False)
 
 
+def with_fp8(model: Sapiens2Network, size: tuple[int, int], device: torch.device) -> tuple[Sapiens2Network, str]:
+    """`model` with its backbone's products in fp8 where the device has fp8 and the parity gate passes it against
+    its own bf16 outputs, else `model`; and what was done, for the summary (said in a line when it was not)."""
+    why = fp8_refusal(device)
+    if why is None:
+        gate = fp8_gate(model, size, device)
+        if gate["passed"]:
+            shown = ", ".join(f"{k} {v:.3g}" for k, v in gate["measured"].items())
+            return gate["model"], f"on (parity against bf16: {shown})"
+        why = f"the parity gate failed ({'; '.join(gate['failures'])})"
+    log.warning("runtime.fp8: %s model stays in %s: %s", model.task, str(next(model.parameters()).dtype)[6:], why)
+    return model, f"off: {why}"
+
+
 class InferenceEngine:
     """Holds the loaded models and runs them on micro-batches; everything stays on the device until the end.
 
@@ -55,11 +73,14 @@ class InferenceEngine:
 
     def __init__(
         self, models: dict[str, ModelSection], device: torch.device, dtype: torch.dtype, compiled: bool = False,
-        seg_width: int | None = None,
+        seg_width: int | None = None, fp8: bool = False,
     ) -> None:  # fmt: skip
         """`compiled`: run torch.compile'd models on batches padded to a few bucket sizes (static shapes);
-        `seg_width`: also give the seg model's class probabilities at this width (for the temporal filter)."""
+        `seg_width`: also give the seg model's class probabilities at this width (for the temporal filter);
+        `fp8`: the models' backbones in fp8 where the device has it and the parity gate passes (`fp8` says, per
+        task)."""
         self.cfg = models
+        self.fp8: dict[str, str] = {}  # task -> "on ..." or "off: why" (runtime.fp8 asked)
         self.compiled = compiled
         self.seg_width = seg_width
         self.device, self.dtype = device, dtype
@@ -81,8 +102,10 @@ class InferenceEngine:
             if model.task != task:
                 raise Sapiens2StreamError(f"models.{task}.source {section.source!r} holds a {model.task} model, not "
                                           f"{task}")  # fmt: skip
-            self.models[task] = model
             self.sizes[task] = tuple(section.input_size or model.config.image_size)
+            if fp8:
+                model, self.fp8[task] = with_fp8(model, self.sizes[task], device)
+            self.models[task] = model
         self.runners = {t: compile_model(m, device) if compiled and isinstance(m, Sapiens2Network) else m
                         for t, m in self.models.items()}  # fmt: skip
         self.flip_in_graph = {t for t, m in self.models.items() if isinstance(m, ExportedModel) and m.flip_in_graph}

@@ -18,6 +18,7 @@ from ..config import (
     Count,
     Mode,
     Port,
+    Switch,
     on_off,
     section,
 )
@@ -63,6 +64,8 @@ class RuntimeConfig:
     threads: Count | None = None  # torch CPU threads
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile with batches padded to buckets, each compiled
     # before the first frame; auto: CUDA only
+    fp8: Switch = False  # the backbone's matrix products in fp8 on GPUs that have it (H100, H200), each model only
+    # once the parity gate passed it against its own bf16 outputs (the summary says, per task)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
 

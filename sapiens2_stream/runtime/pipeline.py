@@ -87,7 +87,7 @@ def load_models(cfg: PipelineConfig) -> LoadedModels:
     dtype, reason = resolve_dtype(rt.dtype, device)
     compiled = rt.compile == "on" or (rt.compile == "auto" and device.type == "cuda")
     seg_width = cfg.temporal.seg_width if cfg.temporal.seg != "off" else None  # the part labels' temporal filter
-    engine = InferenceEngine(cfg.enabled_models(), device, dtype, compiled, seg_width)
+    engine = InferenceEngine(cfg.enabled_models(), device, dtype, compiled, seg_width, fp8=bool(rt.fp8))
     shapes = engine.warm_up(rt.max_frames_per_batch)
     detector = make_detector(cfg.detector, str(device))
     return LoadedModels(device, dtype, reason, engine, detector,
@@ -476,6 +476,7 @@ class Pipeline:
             "dtype": str(self.loaded.dtype).removeprefix("torch."),
             "dtype_reason": self.loaded.dtype_reason,
             "compiled": self.loaded.compiled,
+            **({"fp8": self.loaded.engine.fp8} if self.loaded.engine.fp8 else {}),
             "sources": per_source,
             "totals": totals,
             **self.times.snapshot(),
