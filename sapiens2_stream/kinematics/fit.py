@@ -5,7 +5,9 @@ to the unscaled model's, over the person's first `scale_frames` frames standing 
 bent less than `STRAIGHT_DEG`: crouched, keypoints are found less well), a trimmed mean (the quarter of values at
 each end left out), left and right together (a person's sides are taken as equal). The first frames, so that a
 live run, which scales as soon as it has seen them, and the run's files give the same model. The model's bodies
-are scaled by those factors and its mass spread as the generic model's (`Model.scale`).
+are scaled by those factors and its mass spread as the generic model's (`Model.scale`). A body that more than one
+measurement scales (the head: the torso's and the face's) takes the mean of all their ratios, as Pose2Sim merges
+them (OpenSim alone would apply the first and drop the rest).
 
 IK: OpenSim's own solver (`InverseKinematicsSolver`, as the IK tool sets it up, with the setup's coordinate
 tasks), one frame at a time from the pose of the last solved frame. A marker is weighted by the setup's weight
@@ -86,21 +88,26 @@ def scale_model(opensim, folder: Path, model: str, points: np.ndarray, mass: flo
     state = generic.initSystem()
     where = {m.getName(): m.getLocationInGround(state).to_numpy() for m in generic.getMarkerSet()}
     index = {n: i for i, n in enumerate(NAMES)}
-    scale_set, factors = opensim.ScaleSet(), {}
+    factors: dict[str, float] = {}
+    per_axis: dict[tuple[str, str], list[float]] = {}  # (body, axis) -> the pair ratios of every measurement on it
     for m in measurements(folder):
         ratios = [trimmed_mean(np.linalg.norm(points[chosen, index[a]] - points[chosen, index[b]], axis=-1))
                   / np.linalg.norm(where[a] - where[b]) for a, b in m.pairs if a in index and b in index]  # fmt: skip
-        factors[m.name] = factor = float(np.nanmean(ratios)) if np.isfinite(ratios).any() else float("nan")
-        if not np.isfinite(factor):
-            continue
+        seen = [r for r in ratios if np.isfinite(r)]
+        factors[m.name] = float(np.mean(seen)) if seen else float("nan")
         for body, axes in m.bodies.items():
-            scale = opensim.Scale()
-            scale.setSegmentName(body)
-            scale.setScaleFactors(opensim.Vec3(*(factor if a in axes.split() else 1.0 for a in "XYZ")))
-            scale.setApply(True)
-            scale_set.cloneAndAppend(scale)
+            for axis in axes.split():
+                per_axis.setdefault((body, axis), []).extend(seen)
     if not np.isfinite([factors.get("torso", np.nan), factors.get("thigh", np.nan)]).all():
         raise TooShort("the torso or the thighs were never seen whole")
+    scale_set = opensim.ScaleSet()
+    for body in dict.fromkeys(body for body, _ in per_axis):
+        axes = [np.mean(per_axis[body, a]) if per_axis.get((body, a)) else 1.0 for a in "XYZ"]
+        scale = opensim.Scale()
+        scale.setSegmentName(body)
+        scale.setScaleFactors(opensim.Vec3(*map(float, axes)))
+        scale.setApply(True)
+        scale_set.cloneAndAppend(scale)
     generic.scale(state, scale_set, True, float(mass))
     generic.setName(out.stem)
     out.parent.mkdir(parents=True, exist_ok=True)
