@@ -114,22 +114,24 @@ def off_truth(values: np.ndarray, truth: np.ndarray) -> float:
     return float(np.sqrt(np.nanmean((d - np.nanmean(d)) ** 2)))
 
 
-def compare(folder: Path, motion: Motion, noise_m: float = 0.0, seed: int = 7) -> dict[str, tuple[float, float]]:
-    """Ours and Pose2Sim's on one clip, in `folder`: each coordinate the motion moves (by 5 degrees or more) ->
-    (ours, Pose2Sim's) RMS degrees from the truth after the offset. Raises if ours fails."""
+def compare(folder: Path, motion: Motion, noise_m: float = 0.0, seed: int = 7,
+            ours: tuple = ()) -> dict[str, tuple[float, float]]:  # fmt: skip
+    """Ours (`sapiens2-stream kinematics`, with the options `ours`) and Pose2Sim's on one clip, in `folder`: each
+    coordinate the motion moves (by 5 degrees or more) -> (ours, Pose2Sim's) RMS degrees from the truth after the
+    offset. Raises if ours fails."""
     run = folder / "run"
     truth = write_run(run, motion, noise_m=noise_m, seed=seed)
-    code, said = cli("kinematics", run, "--mass", "72")
+    code, said = cli("kinematics", run, "--mass", "72", *ours)
     if code != 0:
         raise RuntimeError(said)
-    ours = read_mot(run / "kinematics" / "person_0001_ik.mot")[1]
+    solved = read_mot(run / "kinematics" / "person_0001_ik.mot")[1]
     theirs = pose2sim_ik(run / "kinematics" / "person_0001_markers.trc", folder / "pose2sim")
     report = {}
     for name in sorted({n for q in truth for n, v in q.items() if abs(v) > 1e-9}):
         true = np.array([q.get(name, 0.0) for q in truth])
         column = OPENSIM_NAMES.get(name, name)
         if np.ptp(true) >= 5:
-            report[column] = (off_truth(ours[column], true), off_truth(theirs[column], true))
+            report[column] = (off_truth(solved[column], true), off_truth(theirs[column], true))
     return report
 
 
@@ -144,14 +146,14 @@ def in_scratch(fn: Callable[[Path], dict]) -> dict:
             os.chdir(here)
 
 
-def noise_draws(draws: int, noise_m: float = 0.01) -> dict[str, dict]:
+def noise_draws(draws: int, noise_m: float = 0.01, ours: tuple = ()) -> dict[str, dict]:
     """The walking clip with `draws` draws of the noise: per coordinate, ours - Pose2Sim's (mean, standard error,
     draws where ours was as near or nearer)."""
     differences: dict[str, list[float]] = {}
     for seed in range(draws):
-        report = in_scratch(lambda folder, seed=seed: compare(folder, walking, noise_m, seed))
-        for name, (ours, theirs) in report.items():
-            differences.setdefault(name, []).append(ours - theirs)
+        report = in_scratch(lambda folder, seed=seed: compare(folder, walking, noise_m, seed, ours))
+        for name, (mine, theirs) in report.items():
+            differences.setdefault(name, []).append(mine - theirs)
         print(f"draw {seed + 1}/{draws}", flush=True)
     return {name: {"mean_deg": round(float(np.mean(d)), 4),
                    "standard_error_deg": round(float(np.std(d, ddof=1) / np.sqrt(len(d))), 4),
@@ -163,15 +165,18 @@ def noise_draws(draws: int, noise_m: float = 0.01) -> dict[str, dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=20, help="draws of the 1 cm noise on the walking clip")
+    parser.add_argument("--scale-frames", type=int, help="ours scales from this many frames (default: the command's)")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
-    cases = {name: in_scratch(lambda folder, m=motion: compare(folder, m))
+    ours = () if args.scale_frames is None else ("--scale-frames", args.scale_frames)
+    cases = {name: in_scratch(lambda folder, m=motion: compare(folder, m, ours=ours))
              for name, motion in {"walking": walking, "squatting": squatting, "arms_up": arms_up,
                                   "tiptoe": tiptoe}.items()}  # fmt: skip
     report = {
         "deg_rms_from_truth_ours_pose2sims": {case: {k: [round(a, 2), round(b, 2)] for k, (a, b) in r.items()}
                                               for case, r in cases.items()},  # fmt: skip
-        "walking_1cm_noise_ours_minus_pose2sims": noise_draws(args.draws),
+        "walking_1cm_noise_ours_minus_pose2sims": noise_draws(args.draws, ours=ours),
+        "ours_scale_frames": args.scale_frames or "the command's default",
     }
     text = json.dumps(report, indent=1)
     print(text)
