@@ -45,17 +45,16 @@ import numpy as np
 
 from .config import DEFAULT_FPS, Mode, Switch, from_dict, parse_yaml, section, set_value
 from .errors import Sapiens2StreamError
-from .io.outputs import SINKS
 from .io.records import jsonl_record
 from .io.sink import best_keypoints
 from .io.sources import Feed, forget_feed, register_feed
 from .models.metadata import pose_metadata
 from .models.tasks import hub_id
+from .registry import SINKS, STAGES
 from .runtime.options import temporal_outputs
 from .runtime.pipeline import Pipeline, load_models
 from .runtime.pipeline_config import config_from
 from .runtime.results import FrameResult
-from .runtime.stages import REGISTRY
 
 
 @section
@@ -84,7 +83,7 @@ END = object()
 def nothing_written() -> dict[str, Any]:
     """output=None: the settings under which no stage and no output writes a file, as each declares them (its
     `files_off`), so a new one that writes files is off here by its own declaration."""
-    declared = [*REGISTRY.values(), *SINKS.values()]
+    declared = [*STAGES.loaded().values(), *SINKS.loaded().values()]
     return {f"{d.section}.{key}": value for d in declared for key, value in d.files_off.items()}
 
 
@@ -110,6 +109,11 @@ class Result:
 
     keypoint_names = pose_metadata().names
     skeleton = pose_metadata().skeleton
+
+    @property
+    def events(self) -> list[dict]:
+        """The events this frame made (zones, lines, poses, gait), each as events.jsonl has it."""
+        return [] if self.raw is None else list(self.raw.events)
 
     def to_dict(self) -> dict:
         """Exactly the JSONL record of this frame."""

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from .errors import Sapiens2StreamError, redact
-from .listing import KINDS
+from .registry import REGISTRIES
 
 EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG, EXIT_STAGE_FAILED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 P2S_SKELETONS = ("HALPE_26", "COCO_133_WRIST", "COCO_133")  # outputs.pose2sim.skeleton's choices (tested equal)
@@ -223,11 +223,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    """The pipeline YAML's JSON Schema, for editors (`# yaml-language-server: $schema=...`) and other checkers."""
+    """The pipeline YAML's JSON Schema, for editors (`# yaml-language-server: $schema=...`) and other checkers;
+    with --stub, the assembled configuration's classes written out for type checkers (`runtime/config_shape.py`)."""
     import json
 
-    from .schema import json_schema
+    from .schema import config_stub, json_schema
 
+    if args.stub:
+        Path(args.stub).write_text(config_stub())
+        return EXIT_OK
     text = json.dumps(json_schema(), indent=1) + "\n"
     if args.output:
         Path(args.output).write_text(text)
@@ -249,11 +253,10 @@ def demo_detector(boxes: str | None, yolo_weights: str) -> str:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """The whole pipeline offline: a clip of synthetic people and the toy models trained on such people."""
-    from .config import from_dict
     from .detect.options import DetectorConfig
     from .humans.clips import meeting, write_clip
     from .models.toy import toy_model
-    from .runtime.pipeline_config import PipelineConfig
+    from .runtime.pipeline_config import config_from
 
     out = Path(args.output)
     source, boxes = args.source, None
@@ -274,7 +277,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                  f"YOLO boxes ({weights})" if present else "YOLO boxes (yolo11n.yaml, random weights)"),
         "full_frame": ({"type": "full_frame"}, f"the whole frame as one person's box{why}"),
     }[detector_name]  # fmt: skip
-    config = from_dict(PipelineConfig, {
+    config = config_from({
         "name": "demo",
         "source": {"uri": source, "max_frames": args.max_frames},
         "detector": detector,
@@ -365,11 +368,13 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=cmd_validate)
 
     listing = sub.add_parser("list", help="list the components of one kind: name, scope, place, YAML section")
-    listing.add_argument("kind", choices=KINDS)
+    listing.add_argument("kind", choices=tuple(REGISTRIES))
     listing.set_defaults(func=cmd_list)
 
     schema = sub.add_parser("schema", help="print the pipeline YAML's JSON Schema (for editors and checkers)")
     schema.add_argument("--output", metavar="FILE", help="write it to FILE instead")
+    schema.add_argument("--stub", metavar="FILE", help="write the configuration's classes for type checkers to FILE "
+                        "(the package's is sapiens2_stream/runtime/config_shape.py) instead")
     schema.set_defaults(func=cmd_schema)
 
     demo = sub.add_parser("demo", help="the whole pipeline on a generated clip of people, with the toy models")

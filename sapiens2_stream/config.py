@@ -26,6 +26,7 @@ import yaml
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from .errors import Sapiens2StreamError
+from .registry import registered
 
 DEFAULT_FPS = 30.0  # the frame rate assumed where a source does not say (image folders, streams without a rate,
 # the Python API's pictures)
@@ -116,7 +117,8 @@ def _type_name(tp: Any) -> str:
     """What a type reads as in an error line and in the docs."""
     origin = typing.get_origin(tp)
     if origin is Annotated:
-        return _type_name(typing.get_args(tp)[0])
+        named = [m for m in typing.get_args(tp)[1:] if isinstance(m, registered)]
+        return "one of " + ", ".join(map(repr, named[0].names())) if named else _type_name(typing.get_args(tp)[0])
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
@@ -147,7 +149,7 @@ def from_dict(cls: type, data: dict, path: str = "") -> Any:
 def _fields(cls: type) -> dict[str, tuple[str, Any]]:
     """A section's keys as the YAML spells them (aliases) -> (field name, type without bounds); also of a user's
     pydantic model."""
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     if dataclasses.is_dataclass(cls):
         return {yaml_key(f): (f.name, hints[f.name]) for f in dataclasses.fields(cls)}
     return {(info.alias or name): (name, hints[name]) for name, info in getattr(cls, "model_fields", {}).items()}

@@ -7,11 +7,13 @@ import asyncio
 import json
 import threading
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import sapiens2_stream as s2
+import sapiens2_stream.api as api_module
 from sapiens2_stream.cli import main
 from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.io.synthetic import make_clip
@@ -53,6 +55,24 @@ def test_stream_gives_the_command_lines_records(tmp_path, tiny_dir, clip):
     assert_same_records(cli, ours)
     assert results[0].people[0].keypoints.shape == (308, 2) and len(Result_names := results[0].keypoint_names) == 308
     assert Result_names[0] == "nose" and not api_threads()
+
+
+def test_without_an_output_no_file_is_written_anywhere(tmp_path, tiny_dir, clip, monkeypatch):
+    """output=None with every stage that writes files (people in metres, angles, events): each is off by its own
+    declaration (`files_off`: the 3-D stage's world.json and tracks, the angles files, the events log), so the run's
+    scratch folder stays empty, while the results still carry what those stages add."""
+    scratch = tmp_path / "scratch"
+    kept = SimpleNamespace(name=str(scratch), cleanup=lambda: None)
+    monkeypatch.setattr(api_module.tempfile, "TemporaryDirectory", lambda prefix: kept)
+    everywhere = {"zones": {"frame": {"polygon": [[0, 0], [1, 0], [1, 1], [0, 1]]}}}
+    more = options(tiny_dir, angles=True, threed=True)
+    more["models"]["pointmap"] = str(tiny_dir["pointmap"])
+    more["set"]["events"] = everywhere
+    results = list(s2.stream(str(clip), **more))
+    people = [p for r in results for p in r.people]
+    assert len(results) == 10 and all(p.keypoints_3d is not None for p in people)
+    assert any(r.events for r in results)  # the zone's "enter"
+    assert not [p for p in scratch.rglob("*") if p.is_file()]
 
 
 def test_several_sources_and_frames_from_the_callers_own_code(tiny_dir, clip):
@@ -97,10 +117,11 @@ def test_a_takes_pose2sim_project_from_the_api_is_the_command_lines(tmp_path, ti
     assert len(list(s2.stream(cameras, pipeline=str(take)))) == 20  # output=None: the project is off too
 
 
-def test_a_camera_groups_moments_reach_on_moment_as_its_3d_jsonl_has_them(tmp_path, tiny_dir, clip):
+def test_a_camera_groups_moments_reach_on_moment_as_its_3d_jsonl_has_them(tmp_path, tiny_dir, clip, monkeypatch):
     """`stream([cam1, cam2], threed=..., angles=True, on_moment=...)`: each moment of the calibrated pair, once every
     group stage has added to it, on the group stages' thread: the lines of OUTPUT/3d/keypoints_3d.jsonl one for one
-    (angles included); with no output the same moments still come; without a camera group, one clear line."""
+    (angles included); with no output the same moments still come, and no file is written anywhere; without a
+    camera group, one clear line."""
     from sapiens2_stream.threed.calibration import write_calibration
     from tests import scenes3d as S
 
@@ -112,6 +133,9 @@ def test_a_camera_groups_moments_reach_on_moment_as_its_3d_jsonl_has_them(tmp_pa
         moments.append(moment)
         threads.add(threading.current_thread().name)
 
+    scratch = tmp_path / "scratch"  # where the run without an output puts its folder (kept here to be looked at)
+    kept = SimpleNamespace(name=str(scratch), cleanup=lambda: None)
+    monkeypatch.setattr(api_module.tempfile, "TemporaryDirectory", lambda prefix: kept)
     cameras = [f"cam1={clip}", f"cam2={clip}"]
     group = options(tiny_dir, threed={"calibration": str(tmp_path / "Calib.toml")}, angles=True, smoothing="none",
                     stages=[S.Filmed(rig)])
@@ -123,6 +147,7 @@ def test_a_camera_groups_moments_reach_on_moment_as_its_3d_jsonl_has_them(tmp_pa
     again = []
     list(s2.stream(cameras, on_moment=again.append, **group))
     assert [m.to_dict() for m in again] == lines
+    assert not [p for p in scratch.rglob("*") if p.is_file()]  # output=None: no file, not even in its scratch
     with pytest.raises(s2.errors.Sapiens2StreamError, match="on_moment: no camera group"):
         list(s2.stream(str(clip), on_moment=again.append, **options(tiny_dir)))
 

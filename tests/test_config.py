@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sapiens2_stream.errors import Sapiens2StreamError
-from sapiens2_stream.io.sources import resolve_kind, webcam_input
+from sapiens2_stream.io.source_kinds import resolve_kind, webcam_input
 from sapiens2_stream.runtime.pipeline_config import load_config
 
 PIPELINES = sorted((Path(__file__).parent.parent / "pipelines").glob("*.yaml"))

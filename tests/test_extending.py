@@ -25,9 +25,10 @@ from sapiens2_stream.config import from_dict, section
 from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.io.sink import Fenced
 from sapiens2_stream.io.synthetic import make_clip
+from sapiens2_stream.registry import STAGES
 from sapiens2_stream.runtime.pipeline import Pipeline
 from sapiens2_stream.runtime.pipeline_config import PipelineConfig, assembled_config
-from sapiens2_stream.runtime.stages import REGISTRY, base, register_stage
+from sapiens2_stream.runtime.stages import base, register_stage
 from sapiens2_stream.schema import field_comments
 from tests.conftest import read_jsonl
 
@@ -71,16 +72,14 @@ def lean_stage(monkeypatch):
     sorts after every other would be)."""
     i = base.ORDER.index("smooth")
     monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "joint_angles", *base.ORDER[i + 1 :]))
-    saved = dict(REGISTRY)
-    register_stage("joint_angles")(Lean)
-    yield Lean
-    REGISTRY.clear()
-    REGISTRY.update(saved)
+    with STAGES.kept():
+        register_stage("joint_angles")(Lean)
+        yield Lean
 
 
 def test_a_built_in_stage_after_smooth_lands_before_threed_and_reaches_the_jsonl(tmp_path, tiny_dir, clip,
                                                                                  lean_stage):  # fmt: skip
-    assert list(REGISTRY)[-1] == "joint_angles"  # registered after write
+    assert list(STAGES)[-1] == "joint_angles"  # registered after write
     pipeline = Pipeline(config(tiny_dir, clip, tmp_path / "out"))
     names = [s.name for s in pipeline.source_stages]
     assert names == ["temporal", "smooth", "joint_angles", "threed", "angles", "kinematics", "events", "write"]
@@ -141,14 +140,10 @@ def test_a_built_in_stage_with_options_gets_its_section_in_the_yaml(tmp_path, ti
     assert schema["properties"]["digits"]["maximum"] == 6
     i = base.ORDER.index("smooth")
     monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "joint_angles", *base.ORDER[i + 1 :]))
-    saved = dict(REGISTRY)
-    register_stage("joint_angles")(LeanWithOptions)
-    try:
+    with STAGES.kept():
+        register_stage("joint_angles")(LeanWithOptions)
         cfg = from_dict(config_class, pipeline_data(tiny_dir, clip, tmp_path / "out", joint_angles={"digits": 0}))
         Pipeline(cfg).run()
-    finally:
-        REGISTRY.clear()
-        REGISTRY.update(saved)
     leans = [p["extra"]["lean"] for r in read_jsonl(tmp_path / "out" / "results.jsonl") for p in r["people"]]
     assert len(leans) == 20 and all(float(v).is_integer() for v in leans)
 
@@ -195,20 +190,16 @@ def test_a_stage_that_writes_a_file_is_off_for_the_api_without_output_by_its_own
     monkeypatch.setattr(pipeline_config, "PipelineConfig", assembled_config())
     i = base.ORDER.index("smooth")
     monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "joint_angles", *base.ORDER[i + 1 :]))
-    saved = dict(REGISTRY)
-    register_stage("joint_angles")(LeanToFile)
-    opened = []
-    monkeypatch.setattr(LeanToFile, "open", lambda self, options, ctx, o=LeanToFile.open: opened.append(options.csv)
-                        or o(self, options, ctx))  # fmt: skip
-    try:
+    with STAGES.kept():
+        register_stage("joint_angles")(LeanToFile)
+        opened = []
+        monkeypatch.setattr(LeanToFile, "open", lambda self, options, ctx, o=LeanToFile.open: opened.append(options.csv)
+                            or o(self, options, ctx))  # fmt: skip
         options = {"models": {"pose": str(tiny_dir["pose"])}, "device": "cpu",
                    "detector": {"type": "fixed", "boxes": [[40, 10, 60, 100]]},
                    "set": {"models.pose.input_size": [64, 48]}}  # fmt: skip
         without = list(s2.stream(str(clip), **options))
         with_output = list(s2.stream(str(clip), output=str(tmp_path / "out"), **options))
-    finally:
-        REGISTRY.clear()
-        REGISTRY.update(saved)
     assert opened == [False, True]  # off without an output, as declared; on with one
     assert all("lean" in p.extra for r in without for p in r.people) and len(without) == 20
     written = (tmp_path / "out" / "lean.csv").read_text().splitlines()
@@ -361,17 +352,13 @@ def test_a_velocity_stage_declares_its_field_file_and_status_and_the_runners_wir
 
     i = base.ORDER.index("smooth")
     monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "velocity", *base.ORDER[i + 1 :]))
-    saved = dict(REGISTRY)
-    register_stage("velocity")(Velocity)
-    try:
+    with STAGES.kept():
+        register_stage("velocity")(Velocity)
         pipeline = Pipeline(config(tiny_dir, clip, tmp_path / "out", outputs={"segment_s": 1}))
         pipeline.run()
         status = describe(pipeline.streams[0])
         metrics = {tuple(s.labels.values()): s.value for f in RunCollector(pipeline).collect()
                    if f.name == "sapiens2_stage_status" for s in f.samples}  # fmt: skip
-    finally:
-        REGISTRY.clear()
-        REGISTRY.update(saved)
     records = [r for folder in sorted((tmp_path / "out").iterdir()) if folder.is_dir()
                for r in read_jsonl(folder / "results.jsonl")]  # fmt: skip
     speeds = [p["velocity"] for r in records for p in r["people"]]
@@ -402,13 +389,9 @@ class Alarm(base.Stage):
 def test_a_stage_that_emits_events_gets_the_event_log_by_its_declaration(tmp_path, tiny_dir, clip, monkeypatch):
     i = base.ORDER.index("smooth")
     monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "alarm", *base.ORDER[i + 1 :]))
-    saved = dict(REGISTRY)
-    register_stage("alarm")(Alarm)
-    try:
+    with STAGES.kept():
+        register_stage("alarm")(Alarm)
         Pipeline(config(tiny_dir, clip, tmp_path / "out")).run()
-    finally:
-        REGISTRY.clear()
-        REGISTRY.update(saved)
     logged = read_jsonl(tmp_path / "out" / "events.jsonl")
     assert [(e["kind"], e["frame"]) for e in logged] == [("arrived", 0)]
 
@@ -442,13 +425,9 @@ def test_a_stage_between_triangulate_and_write_3d_adds_to_every_moment_written(t
 
     i = base.ORDER.index("triangulate")
     monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "heights", *base.ORDER[i + 1 :]))
-    saved = dict(REGISTRY)
-    register_stage("heights")(Heights)
-    try:
+    with STAGES.kept():
+        register_stage("heights")(Heights)
         rig, live, stages = mocap(tmp_path, 2, expect=["triangulate", "heights", "write_3d"])
-    finally:
-        REGISTRY.clear()
-        REGISTRY.update(saved)
     rng = np.random.default_rng(1)
     for k in range(5):
         for camera in rig:
@@ -563,8 +542,33 @@ def test_every_component_names_the_section_its_package_declares():
     from sapiens2_stream import config as kit
     from sapiens2_stream.io.outputs import SINKS
 
-    stages = [REGISTRY[name] for name in base.ORDER]
+    stages = [STAGES[name] for name in base.ORDER]
     named = {(s.section, s.Options) for s in stages if s.section} | {(k.section, k.options) for k in SINKS.values()
                                                                        if k.options is not None}  # fmt: skip
     assert all(kit.SECTIONS[key].type is options for key, options in named)
     assert set(kit.SECTIONS) - {key for key, _ in named} == {"fleet"}
+
+
+def test_a_detector_is_one_registry_entry_named_once(tmp_path, tiny_dir, clip):
+    """One `DETECTORS.add` and nothing else: `list detectors` shows it, the YAML's `detector.type` takes it (the
+    JSON Schema lists it), the pipeline runs it, and a name nobody registered is one line naming the choices."""
+    from sapiens2_stream.detect import FixedBoxes
+    from sapiens2_stream.detect.kinds import DetectorKind
+    from sapiens2_stream.listing import rows
+    from sapiens2_stream.registry import DETECTORS
+    from sapiens2_stream.schema import json_schema
+
+    centre = DetectorKind("centre", "one box in the middle of the frame (a test's)",
+                          lambda cfg, device: FixedBoxes(np.array([[40, 10, 60, 100]], np.float32)))  # fmt: skip
+    with DETECTORS.kept():
+        DETECTORS.add(centre)
+        assert rows("detectors")[-1] == ("centre", "batch", "detect stage", "detector", centre.doc)
+        enum = json_schema()["$defs"]["DetectorConfig"]["properties"]["type"]["enum"]
+        assert enum[-1] == "centre" and enum[0] == "yolo"
+        Pipeline(config(tiny_dir, clip, tmp_path / "out", detector={"type": "centre"})).run()
+        with pytest.raises(Sapiens2StreamError) as err:
+            config(tiny_dir, clip, tmp_path / "out", detector={"type": "rcnn"})
+    assert "detector.type must be one of 'yolo', 'fixed', 'full_frame', 'file', 'centre', got 'rcnn'" in str(err.value)
+    assert "centre" not in DETECTORS  # the test's entry is gone with the block
+    people = [len(r["people"]) for r in read_jsonl(tmp_path / "out" / "results.jsonl")]
+    assert len(people) == 20 and set(people) == {1}

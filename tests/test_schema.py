@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from sapiens2_stream.cli import main
-from sapiens2_stream.schema import json_schema
+from sapiens2_stream.schema import STUB_PATH, json_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = {"source": {"uri": "walk.mp4"}, "models": {"pose": {"source": "facebook/sapiens2-pose-0.4b"}}}
@@ -170,3 +170,31 @@ def test_the_api_options_are_the_schema_s_too(tiny_dir):
         options_to_data(None, "0.4b", None, {"tmporal": True})
     with pytest.raises(Sapiens2StreamError, match="smoothing must be one of"):
         options_to_data(None, "0.4b", None, {"smoothing": "kalmann"})
+
+
+def test_the_configuration_classes_are_written_out_for_type_checkers(tmp_path):
+    """`cfg.outputs.mqtt.host` for an editor: the classes assembled at import are written out in
+    runtime/config_shape.py (what type checkers read), equal to what `schema --stub` makes of the sections now, and
+    each of them has the fields, of the section classes, that the assembled one has."""
+    import dataclasses
+    import typing
+
+    from sapiens2_stream.runtime import config_shape, pipeline_config
+    from sapiens2_stream.runtime.options import ModelsConfig, TemporalConfig
+
+    assert main(["schema", "--stub", str(tmp_path / "shape.py")]) == 0
+    committed = (ROOT / "sapiens2_stream" / "runtime" / "config_shape.py").read_text()
+    assert (tmp_path / "shape.py").read_text() == committed, "run: sapiens2-stream schema --stub " + STUB_PATH
+    assembled = {c.__name__: c for c in (pipeline_config.PipelineConfig, ModelsConfig, TemporalConfig,
+                                         pipeline_config.PipelineConfig.__dataclass_fields__["outputs"].type)}
+    for name, cls in assembled.items():
+        written = getattr(config_shape, name)
+        own = written.__annotations__  # (as written: strings)
+        inherited = {f.name for b in written.__mro__[1:] if dataclasses.is_dataclass(b) for f in dataclasses.fields(b)}
+        fields = {f.name: f.type for f in dataclasses.fields(cls)}
+        assert set(own) == set(fields) - inherited and inherited <= set(fields), name
+        for key, tp in own.items():
+            if isinstance(fields[key], type):  # a section: its class
+                assert tp == fields[key].__name__, (name, key)
+    mqtt = typing.get_type_hints(typing.get_type_hints(config_shape.OutputsConfig)["mqtt"])
+    assert mqtt["host"] in (str, str | None)

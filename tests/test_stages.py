@@ -238,13 +238,14 @@ def test_bad_stage_entries_are_configuration_errors(tmp_path, tiny_dir, entry, m
 
 
 def test_stage_order_follows_after():
-    from sapiens2_stream.runtime.stages import REGISTRY, in_order
+    from sapiens2_stream.registry import STAGES
+    from sapiens2_stream.runtime.stages import in_order
     from sapiens2_stream.runtime.stages.user import UserStage
 
     def user(name, after):
         return UserStage(lambda state, result: None, name, after)
 
-    builtins = [cls() for cls in reversed(list(REGISTRY.values()))]  # registered in any order
+    builtins = [cls() for cls in reversed(list(STAGES.values()))]  # registered in any order
     order = [s.name for s in in_order([*builtins, user("u1", "events"), user("u2", "events"), user("u0", "infer"),
                                        user("u3", "u1")])]  # fmt: skip
     assert order == ["take", "detect", "track", "infer", "u0", "temporal", "smooth", "threed", "angles",

@@ -206,6 +206,7 @@ def test_a_calibration_gives_the_intrinsics_and_the_world_frame(tmp_path):
     from Pose2Sim.common import read_trc
 
     from sapiens2_stream.config import from_dict
+    from sapiens2_stream.io.stage_files import FileOutbox, StageFilesSink
     from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from sapiens2_stream.runtime.results import FrameResult, Person
     from sapiens2_stream.runtime.threed_run import ThreeDRun
@@ -218,7 +219,8 @@ def test_a_calibration_gives_the_intrinsics_and_the_world_frame(tmp_path):
     threed = {"calibration": str(tmp_path / "Calib.toml"), "formats": ["trc"]}
     cfg = from_dict(PipelineConfig, {"source": {"uri": "x.mp4"}, "outputs": {"dir": str(tmp_path / "out")},
                                      "threed": threed})  # fmt: skip
-    run = ThreeDRun(cfg.threed, cfg.outputs.dir, "cam1")
+    outbox = FileOutbox()
+    run = ThreeDRun(cfg.threed, cfg.outputs.dir, "cam1", outbox)
     truth = []
     for i in range(20):
         pose = S.walking(i / 10)
@@ -228,6 +230,8 @@ def test_a_calibration_gives_the_intrinsics_and_the_world_frame(tmp_path):
         run(FrameResult(frame, [person], pointmap=view.pointmap))
         truth.append(S.skeleton(pose))
     run.close()
+    assert not (tmp_path / "out" / "world.json").exists()  # handed to the outputs, which write it
+    StageFilesSink(tmp_path / "out", outbox).close()
     assert json.loads((tmp_path / "out" / "world.json").read_text())["frame"] == "calibration"
     data, *_ = read_trc(tmp_path / "out" / "tracks_3d" / "track_0001.trc")
     got = data.to_numpy(np.float64).reshape(20, 26, 3)[..., [2, 0, 1]]

@@ -1,4 +1,4 @@
-"""The `detector:` section: which detector finds people and how (its kinds: `detect.DETECTORS`).
+"""The `detector:` section: which detector finds people and how (its kinds: `registry.DETECTORS`, `detect.kinds`).
 
 A package's options live in its `options` module, which loads without torch, PyAV or ultralytics: reading a pipeline
 file stays quick (the configuration is assembled from these sections, `runtime/pipeline_config.py`)."""
@@ -11,12 +11,13 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from ..config import AtLeast0, Count, Share, section
+from ..registry import DETECTORS, registered
 
 
 @section(key="detector")
 class DetectorConfig:
-    type: Literal["yolo", "fixed", "full_frame", "file"] = "yolo"  # fixed: the boxes below; full_frame: one box, the
-    # frame; file: the boxes of `path` per frame
+    type: Annotated[str, registered(DETECTORS)] = "yolo"  # `sapiens2-stream list detectors`; fixed: the boxes
+    # below; full_frame: one box, the frame; file: the boxes of `path` per frame
     weights: str = "yolo11n.pt"  # a local .pt or a model .yaml (random init) for ultralytics
     conf: Share = 0.3  # the detector's minimum confidence for a person
     iou: Share = 0.5  # non-maximum suppression overlap

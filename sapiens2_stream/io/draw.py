@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 
 from ..models.metadata import pose_metadata, seg_metadata
+from ..threed.floor import transform
 
 FACE_START = 70  # keypoints 70..307 are face landmarks: drawn as points, not links
 
@@ -116,7 +117,7 @@ def draw_views_3d(frame: np.ndarray, people: list, world: np.ndarray | None, thr
         for p in lifted:
             points = np.asarray(p.keypoints_3d, np.float64)
             if world is not None:
-                points = points @ world[:3, :3].T + world[:3, 3]
+                points = transform(world, points)
                 axes = (points[:, first], points[:, second])
                 bottom = 0.0 if second == 2 else -0.5  # the floor at the bottom; the camera's foot near it
             else:

@@ -1,5 +1,5 @@
-"""The sections of the inputs and outputs: `source:` / `sources:` (the kinds: `io.sources.SOURCE_KINDS`), and
-`outputs:` with a section per kind of output (`io.outputs.SINKS`). Light on purpose: reading a pipeline file imports
+"""The sections of the inputs and outputs: `source:` / `sources:` (the kinds: `registry.SOURCES`), and
+`outputs:` with a section per kind of output (`registry.SINKS`). Light on purpose: reading a pipeline file imports
 no PyAV or torch, which the sources and sinks themselves need."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pydantic import Field
 
 from ..config import Above0, AtLeast0, Count, Switch, declare, section
 from ..events.options import EventsConfig
+from ..registry import SOURCES, registered
 from ..user_stages import SinkConfig
 
 
@@ -25,8 +26,8 @@ class ReconnectConfig:
 class SourceConfig:
     uri: str = ""  # video file, rtsp://..., webcam:0, lavfi:testsrc2=..., a folder or glob of images
     name: str = ""  # several sources: names the output folder OUTPUT/<name>/ (letters, digits, - and _)
-    kind: Literal["auto", "file", "stream", "webcam", "images", "lavfi", "frames"] = "auto"  # auto: from the uri
-    # (frames: python:<n>, the Python API's own frames)
+    kind: Annotated[str, registered(SOURCES, "auto")] = "auto"  # auto: from the uri; else a kind of input
+    # (`sapiens2-stream list sources`; frames: python:<n>, the Python API's own frames)
     width: Count | None = None  # webcam capture size
     height: Count | None = None  # webcam capture size
     fps: Above0 | None = None  # webcam capture rate; the timestamp rate of image folders (default 30)
@@ -67,6 +68,12 @@ class OutputsBase:
 class JsonlOutput:
     enabled: Switch = True  # one JSON line per frame: people, boxes, keypoints, flags
     name: str = "results.jsonl"  # its file name in the output folder
+
+
+@section(key="outputs.event_log")
+class EventLogOutput:
+    enabled: Switch = True  # events.jsonl and a snapshot of each event's frame (snapshots/) in the output folder,
+    # when a stage makes events (zones, lines, poses, gait); the events still reach MQTT, webhooks and the API
 
 
 Layer = Literal["pose", "seg", "boxes", "matting", "keypoints"]  # what an annotated picture can show

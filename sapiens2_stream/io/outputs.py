@@ -1,4 +1,4 @@
-"""The outputs (sinks) as one registry, `SINKS` (`sapiens2-stream list sinks`): each kind says its scope, YAML
+"""The outputs (sinks) as one registry, `registry.SINKS` (`sapiens2-stream list sinks`): each kind says its scope, YAML
 section, the class of its options (the `outputs:` section is assembled from them, on `OutputsBase`) and what it
 writes, and makes its sink from a `SinkContext` when the configuration asks for it. The
 `files` kinds and users' own (`outputs.sinks`) write into the output folder or each segment folder, continue with
@@ -17,12 +17,14 @@ import cv2
 from ..config import Switch
 from ..errors import Sapiens2StreamError
 from ..models import task_spec
+from ..registry import SINKS, Row
 from ..track.options import SmoothingConfig
 from ..user_stages import stage_object
 from .display import DisplaySink
 from .jsonl import EventLog, JsonlSink
 from .mqtt import MqttSink
 from .options import (
+    EventLogOutput,
     GeometryOutput,
     JsonlOutput,
     MattingVideos,
@@ -159,6 +161,10 @@ class SinkKind:
     files_off: dict[str, Any] = field(default_factory=dict)  # keys of its section, and values, with which it writes
     # no file: the Python API's `output=None` sets them
 
+    def listing(self) -> Row:
+        place = "after the files" if self.scope == "run" else "output folder"
+        return self.name, self.scope, place, self.section, self.doc
+
 
 def _jsonl(ctx: SinkContext) -> Sink | None:
     o = ctx.outputs.jsonl
@@ -168,7 +174,7 @@ def _jsonl(ctx: SinkContext) -> Sink | None:
 
 
 def _events(ctx: SinkContext) -> Sink | None:
-    if not ctx.inputs.events:
+    if not ctx.inputs.events or not ctx.outputs.event_log.enabled:
         return None
     return EventLog(ctx.folder / "events.jsonl", ctx.shown, append=ctx.resume is not None)
 
@@ -248,34 +254,32 @@ def _webhooks(ctx: SinkContext) -> Sink | None:  # for the whole run, not per se
 # The built-in outputs in the order each result reaches them: the files first (records before pictures), then what
 # lives for the whole run. `sapiens2-stream list sinks` prints this table; users' own (`outputs.sinks`) follow the
 # built-in files.
-SINKS: dict[str, SinkKind] = {kind.name: kind for kind in (
-    SinkKind("jsonl", "files", "outputs.jsonl", "one JSON record per frame: people, keypoints, scores, extras",
-             _jsonl, JsonlOutput, {"enabled": False}),
-    SinkKind("events", "files", "events", "events.jsonl: zone, line, dwell, crowd and pose events, a snapshot each",
-             _events),
-    SinkKind("video", "files", "outputs.video", "the annotated video (boxes, ids, skeletons, parts)",
-             _video, VideoOutput, {"enabled": False}),
-    SinkKind("matting", "files", "outputs.matting", "the matting composite and alpha videos",
-             _matting, MattingVideos, {"composite": False}),
-    SinkKind("geometry", "files", "outputs.geometry", "normal and depth videos, and per-frame maps on request",
-             _geometry, GeometryOutput, {"normals_video": False, "depth_video": False}),
-    SinkKind("tracks", "files", "outputs.tracks", "per-track files (npz, parquet, TRC), smoothed over the whole track",
-             _tracks, TracksOutput),
-    SinkKind("stage_files", "files", "outputs", "the files the stages make (a track's angles when it ends), in "
-             "the folder being written", _stage_files),
-    SinkKind("live_view", "run", "outputs.video", "the annotated video for live views, drawn only while watched, "
-             "when no annotated video is written", _live_view),
-    SinkKind("display", "run", "outputs.display", "a window with the newest result (q or closing it ends the run)",
-             _display, Switch),
-    SinkKind("virtual_camera", "run", "outputs.virtual_camera", "a virtual webcam other programs read",
-             _virtual_camera, VirtualCameraOutput),
-    SinkKind("stream", "run", "outputs.stream", "the annotated video re-streamed to a media server (RTMP, RTSP)",
-             _restream, StreamOutput),
-    SinkKind("mqtt", "run", "outputs.mqtt", "each frame's people, events and counts as MQTT messages",
-             _mqtt, MqttOutput),
-    SinkKind("webhooks", "run", "outputs.webhooks", "each event POSTed (signed) to HTTP receivers",
-             _webhooks, WebhooksOutput),
-)}  # fmt: skip
+SINKS.add(SinkKind("jsonl", "files", "outputs.jsonl", "one JSON record per frame: people, keypoints, scores, extras",
+                   _jsonl, JsonlOutput, {"enabled": False}))  # fmt: skip
+SINKS.add(SinkKind("events", "files", "outputs.event_log", "events.jsonl: zone, line, dwell, crowd and pose "
+                   "events, a snapshot each", _events, EventLogOutput, {"enabled": False}))  # fmt: skip
+SINKS.add(SinkKind("video", "files", "outputs.video", "the annotated video (boxes, ids, skeletons, parts)",
+                   _video, VideoOutput, {"enabled": False}))  # fmt: skip
+SINKS.add(SinkKind("matting", "files", "outputs.matting", "the matting composite and alpha videos",
+                   _matting, MattingVideos, {"composite": False}))  # fmt: skip
+SINKS.add(SinkKind("geometry", "files", "outputs.geometry", "normal and depth videos, and per-frame maps on request",
+                   _geometry, GeometryOutput, {"normals_video": False, "depth_video": False}))  # fmt: skip
+SINKS.add(SinkKind("tracks", "files", "outputs.tracks", "per-track files (npz, parquet, TRC), smoothed over the "
+                   "whole track", _tracks, TracksOutput))  # fmt: skip
+SINKS.add(SinkKind("stage_files", "files", "outputs", "the files the stages make (a track's angles when it ends), in "
+                   "the folder being written", _stage_files))  # fmt: skip
+SINKS.add(SinkKind("live_view", "run", "outputs.video", "the annotated video for live views, drawn only while "
+                   "watched, when no annotated video is written", _live_view))  # fmt: skip
+SINKS.add(SinkKind("display", "run", "outputs.display", "a window with the newest result (q or closing it ends "
+                   "the run)", _display, Switch))  # fmt: skip
+SINKS.add(SinkKind("virtual_camera", "run", "outputs.virtual_camera", "a virtual webcam other programs read",
+                   _virtual_camera, VirtualCameraOutput))  # fmt: skip
+SINKS.add(SinkKind("stream", "run", "outputs.stream", "the annotated video re-streamed to a media server (RTMP, "
+                   "RTSP)", _restream, StreamOutput))  # fmt: skip
+SINKS.add(SinkKind("mqtt", "run", "outputs.mqtt", "each frame's people, events and counts as MQTT messages",
+                   _mqtt, MqttOutput))  # fmt: skip
+SINKS.add(SinkKind("webhooks", "run", "outputs.webhooks", "each event POSTed (signed) to HTTP receivers",
+                   _webhooks, WebhooksOutput))  # fmt: skip
 
 
 def users_sinks(outputs: Any) -> list:

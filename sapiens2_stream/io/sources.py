@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import glob
 import logging
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sized
+from collections.abc import Iterable, Iterator, Sized
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -30,9 +29,9 @@ from .backoff import Backoff
 from .options import SourceConfig
 from .pixels import rgb_of
 from .pyav import av
+from .source_kinds import source_kind
 from .upright import UPRIGHT, Orientation, display_orientation, exif_orientation, pixel_aspect, square_pixels
 
-STREAM_SCHEMES = ("rtsp://", "rtsps://", "rtmp://", "rtmps://", "http://", "https://", "udp://", "tcp://", "srt://")
 log = logging.getLogger("sapiens2_stream")
 JUMP_S = 2.0  # a live timestamp step outside (0, JUMP_S) seconds is a clock jump, not time passing
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -99,40 +98,6 @@ def forget_feed(uri: str) -> None:
     FEEDS.pop(uri, None)
 
 
-def resolve_kind(uri: str) -> str:
-    """The kind `source.kind: auto` takes for a URI: the first in `SOURCE_KINDS` that claims it."""
-    return next(kind.name for kind in SOURCE_KINDS.values() if kind.claims(uri))
-
-
-def source_kind(cfg: SourceConfig) -> str:
-    """The configured kind, or the one the URI implies when it is "auto"."""
-    return cfg.kind if cfg.kind != "auto" else resolve_kind(cfg.uri)
-
-
-def webcam_input(
-    device: str, platform: str = sys.platform, width: int | None = None, height: int | None = None,
-    fps: float | None = None,
-) -> tuple[str, str, dict[str, str]]:  # fmt: skip
-    """(file, format, options) to open a webcam with FFmpeg on this platform.
-
-    `device` is an index ("0"), a path (/dev/video2) or a name (Windows dshow: "Integrated Camera").
-    """
-    device = device.removeprefix("webcam:") or "0"
-    options: dict[str, str] = {}
-    if width and height:
-        options["video_size"] = f"{width}x{height}"
-    if fps:
-        options["framerate"] = f"{fps:g}"
-    if platform.startswith("linux"):
-        return (f"/dev/video{device}" if device.isdigit() else device), "v4l2", options
-    if platform == "darwin":
-        options.setdefault("framerate", "30")  # avfoundation refuses to open without a rate
-        return (f"{device}:none" if device.isdigit() else device), "avfoundation", options
-    if platform.startswith("win"):
-        return f"video={device}", "dshow", options
-    raise Sapiens2StreamError(f"webcams are not supported on {platform}; use a stream URL or a file")
-
-
 def video_devices() -> list[str]:
     """The webcams Linux shows (/dev/video*), for error messages."""
     return sorted(glob.glob("/dev/video*"), key=lambda p: (len(p), p))
@@ -171,9 +136,8 @@ class Source:
 
     def __init__(self, cfg: SourceConfig) -> None:
         self.cfg = cfg
-        self.kind = source_kind(cfg)
-        self.spec = SOURCE_KINDS[self.kind]
-        self.live = self.spec.live
+        self.spec = source_kind(cfg)
+        self.kind, self.live = self.spec.name, self.spec.live
         self.stats = SourceStats()
         self.total_frames: int | None = None
         self.fps: float | None = None
@@ -184,7 +148,7 @@ class Source:
         self.on_gpu = False  # the latest connection asked FFmpeg for the GPU's decoder (`decoder`)
         self._paths: list[Path] = []
         if self.spec.probe is not None:
-            self.spec.probe(self)
+            getattr(self, self.spec.probe)()
         if self.total_frames is not None and cfg.max_frames is not None:
             self.total_frames = min(self.total_frames, cfg.max_frames)
 
@@ -288,7 +252,7 @@ class Source:
 
     def frames(self, stop: threading.Event | None = None) -> Iterator[Frame]:
         """All frames, in order. Live sources reconnect until `stop` is set (or give_up_s passes)."""
-        yield from self.spec.read(self, stop or threading.Event())
+        yield from getattr(self, self.spec.read)(stop or threading.Event())
 
     def _limit_reached(self, index: int) -> bool:
         return self.cfg.max_frames is not None and index >= self.cfg.max_frames
@@ -476,56 +440,3 @@ def decoder_used(asked: str, codec) -> str:
 
 def _reason(e: BaseException) -> str:
     return getattr(e, "strerror", None) or str(e) or type(e).__name__
-
-
-def plain_opening(cfg: SourceConfig) -> tuple[str, str | None, dict[str, str]]:
-    """What FFmpeg opens for a file: the URI itself, its format found by probing, no options."""
-    return cfg.uri, None, {}
-
-
-def stream_opening(cfg: SourceConfig) -> tuple[str, str | None, dict[str, str]]:
-    rtsp = cfg.uri.startswith(("rtsp://", "rtsps://"))
-    return cfg.uri, None, {"rtsp_transport": cfg.transport} if rtsp else {}
-
-
-def webcam_opening(cfg: SourceConfig) -> tuple[str, str | None, dict[str, str]]:
-    return webcam_input(cfg.uri, width=cfg.width, height=cfg.height, fps=cfg.fps)
-
-
-def lavfi_opening(cfg: SourceConfig) -> tuple[str, str | None, dict[str, str]]:
-    return cfg.uri.removeprefix("lavfi:"), "lavfi", {}
-
-
-@dataclass(frozen=True)
-class SourceKind:
-    """A kind of input (`source.kind`, `sapiens2-stream list sources`): whether it is live (frames may be dropped,
-    it reconnects), the URIs it claims under `auto`, what FFmpeg opens for it (target, format, options), what it
-    learns before the run (`probe`: rate and length) and how its frames are read (`read`)."""
-
-    name: str
-    live: bool
-    doc: str
-    claims: Callable[[str], bool]
-    read: Callable[[Source, threading.Event], Iterator[Frame]]
-    opening: Callable[[SourceConfig], tuple[str, str | None, dict[str, str]]] = plain_opening
-    probe: Callable[[Source], None] | None = None
-
-
-# The kinds of input; `auto` takes the first that claims the URI, so the order matters (a file is what is left).
-SOURCE_KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (
-    SourceKind("frames", False, "frames handed over from Python (the API's stream() of arrays or a generator)",
-               lambda uri: uri.startswith("python:"), Source._feed_frames, probe=Source._find_feed),
-    SourceKind("stream", True, "a network camera or stream: rtsp(s)://, rtmp(s)://, http(s)://, srt://, udp://, tcp://",
-               lambda uri: uri.startswith(STREAM_SCHEMES), Source._live_frames, stream_opening),
-    SourceKind("webcam", True, "a local camera: webcam:0, /dev/video0, a device name on Windows",
-               lambda uri: uri.startswith(("webcam:", "/dev/video")) or uri.isdigit(), Source._live_frames,
-               webcam_opening),
-    SourceKind("lavfi", True, "an FFmpeg filter graph standing in for a camera: lavfi:testsrc2=size=640x360:rate=30",
-               lambda uri: uri.startswith("lavfi:"), Source._live_frames, lavfi_opening),
-    SourceKind("images", False, "a folder or glob of photos, in name order (EXIF orientation applied)",
-               lambda uri: any(c in uri for c in "*?[") or Path(uri).is_dir(), Source._image_frames,
-               probe=Source._list_images),
-    SourceKind("file", False, "a video file (mp4, mkv, mov, ...): nothing dropped, --resume continues it",
-               lambda uri: True, Source._file_frames, probe=Source._probe_file),
-)}  # fmt: skip
-LIVE_KINDS = tuple(kind.name for kind in SOURCE_KINDS.values() if kind.live)

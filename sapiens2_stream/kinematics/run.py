@@ -21,8 +21,9 @@ import numpy as np
 from ..angles.files import write_mot
 from ..errors import Sapiens2StreamError
 from ..io.jsonl import source_folders
-from ..io.records import read_frames, read_moments
+from ..io.records import RecordedPerson, read_frames, read_moments
 from ..io.track_files import write_trc
+from ..threed.floor import transform
 from .fit import MIN_SURE, TooShort, TrackIK, scale_model
 from .markers import NAMES, markers
 from .opensim_files import need_opensim, setup_dir
@@ -62,15 +63,23 @@ def camera_tracks(folder: Path) -> list[Track]:
     kinematics stood on where the record keeps it (`kinematics_world`: the floor is found again as a run goes),
     else its world.json's; none without a floor."""
     world = folder / "world.json"
-    transform = json.loads(world.read_text()).get("world_from_camera") if world.exists() else None
+    found = json.loads(world.read_text()).get("world_from_camera") if world.exists() else None
     rows = []
     for r in read_frames(folder / "results.jsonl"):
         for p in r.people:
-            m = p.fields.get("kinematics_world", transform)
-            if p.keypoints_3d is not None and m is not None:
-                m = np.asarray(m, np.float64)
-                rows.append((p.track_id, r.pts, p.keypoints_3d @ m[:3, :3].T + m[:3, 3], p.keypoints_3d_confidence))
+            keypoints = recorded_in_world(p, found)
+            if keypoints is not None:
+                rows.append((p.track_id, r.pts, keypoints, p.keypoints_3d_confidence))
     return collect(rows, folder.name)
+
+
+def recorded_in_world(person: RecordedPerson, world: list | None = None) -> np.ndarray | None:
+    """A recorded person's keypoints in metres moved into the world their kinematics stood on (`kinematics_world`,
+    as a live run recorded it), else into `world` (3x4 or 4x4); None without keypoints or a world."""
+    matrix = person.fields.get("kinematics_world", world)
+    if person.keypoints_3d is None or matrix is None:
+        return None
+    return transform(np.asarray(matrix, np.float64), person.keypoints_3d)
 
 
 def people_in_metres(run: Path) -> list[Track]:

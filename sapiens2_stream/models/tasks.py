@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Sapiens2StreamError
+from ..registry import TASKS, Row
 from .metadata import NUM_KEYPOINTS, NUM_SEG_CLASSES, pose_metadata, seg_metadata
 from .outputs import MattingOutput, NormalOutput, PointmapOutput, PoseOutput, PretrainOutput, SegOutput
 from .shapes import DEFAULT_IMAGE_SIZE, BackboneConfig, HeadConfig, gqa_layout, scale_grid
@@ -96,25 +97,24 @@ class TaskSpec:
         """Whether a pipeline can run it (the backbone alone gives no result)."""
         return self.frame_post is not None or self.crop_post is not None
 
+    def listing(self) -> Row:
+        scope = "crops" if self.per_person else "frames" if self.in_pipeline else "none"
+        return self.name, scope, "infer stage", f"models.{self.name}" if self.in_pipeline else "", self.doc
+
     def flip_order(self, output: str) -> list[int] | None:
         order = self.flips[output].order
         return None if order is None else list(order())
 
 
-TASKS: dict[str, TaskSpec] = {}
-
-
 def register_task(spec: TaskSpec) -> TaskSpec:
-    """Add (or replace) a task in the table. Modules that build per-task schemas when imported (the pipeline
-    YAML's `models:` and `temporal:` sections) see tasks registered before they are first imported."""
-    TASKS[spec.name] = spec
-    return spec
+    """Add (or replace) a task in the registry (`registry.TASKS`). Modules that build per-task schemas when
+    imported (the pipeline YAML's `models:` and `temporal:` sections) see tasks registered before they are first
+    imported."""
+    return TASKS.add(spec, replace=True)
 
 
 def task_spec(name: str) -> TaskSpec:
-    if name not in TASKS:
-        raise Sapiens2StreamError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
-    return TASKS[name]
+    return TASKS.pick(name)
 
 
 def pipeline_tasks() -> list[TaskSpec]:

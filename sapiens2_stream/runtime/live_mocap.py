@@ -31,7 +31,7 @@ from ..io.options import SourceConfig
 from ..io.records import RecordedMoment, recorded_moment
 from ..io.sink import best_keypoints
 from ..io.soundtracks import sound_offsets, soundtrack
-from ..io.sources import LIVE_KINDS, source_kind
+from ..io.source_kinds import source_kind
 from ..threed import Triangulator
 from ..threed.calibration import read_calibration
 from ..threed.options import ThreeDConfig
@@ -67,7 +67,7 @@ def checked_group(t: ThreeDConfig, sources: Sequence[SourceConfig]) -> list[str]
 def file_offsets(t: ThreeDConfig, sources: Sequence[SourceConfig], group: list[str]) -> tuple[dict[str, float], str]:
     """The group's file cameras' time offsets (camera time t is the group's t + offset) and how they were found:
     `threed.offsets_s` over what the soundtracks say (`threed.sync`); live cameras go by capture time."""
-    files = {s.name: Path(s.uri) for s in sources if s.name in group and source_kind(s) == "file"}
+    files = {s.name: Path(s.uri) for s in sources if s.name in group and source_kind(s).name == "file"}
     found: dict[str, float] = {}
     if t.sync != "none" and len(files) >= 2:
         try:
@@ -125,8 +125,8 @@ class LiveMocap:
         self.offsets, self.sync = file_offsets(t, sources, group)
         self.waiting: dict[str, deque] = {name: deque() for name in group}  # (time, view, arrived): view as
         # Triangulator.update takes it, (keypoints, scores) or (keypoints, scores, lifted)
-        kinds = {s.name: source_kind(s) for s in sources}
-        self.live = {name: kinds.get(name) in LIVE_KINDS for name in group}  # a file lags, never stalls: wait for it
+        live = {s.name: source_kind(s).live for s in sources}
+        self.live = {name: live.get(name, False) for name in group}  # a file lags, never stalls: wait for it
         self.closed: set[str] = set()
         self.lock = threading.Lock()
         self.moments = 0

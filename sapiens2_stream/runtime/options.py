@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import field
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BeforeValidator, Field
 
@@ -103,11 +103,14 @@ class ModelSection:
 
 
 # models: one optional section per task of the table (models/tasks.py), in its order
-ModelsConfig = section(key="models", cls=dataclasses.make_dataclass(
-    "ModelsConfig", [(spec.name, ModelSection | None, None) for spec in pipeline_tasks()],
-    namespace={"__module__": __name__,
-               "__doc__": "One section per task of the table (models/tasks.py); a task without one does not run."},
-))  # fmt: skip
+if TYPE_CHECKING:  # editors and type checkers follow the classes written out (`schema --stub`)
+    from .config_shape import ModelsConfig, TemporalConfig
+else:
+    ModelsConfig = section(key="models", cls=dataclasses.make_dataclass(
+        "ModelsConfig", [(spec.name, ModelSection | None, None) for spec in pipeline_tasks()],
+        namespace={"__module__": __name__,
+                   "__doc__": "One section per task of the table (models/tasks.py); a task without one does not run."},
+    ))  # fmt: skip
 
 
 @section
@@ -126,13 +129,14 @@ class TemporalParameters:
 
 
 # temporal: a switch per filtered output of the table's tasks (models/tasks.py), then the shared parameters
-TemporalConfig = section(key="temporal", cls=dataclasses.make_dataclass(
-    "TemporalConfig", [(spec.temporal.key, Mode, "auto") for spec in pipeline_tasks() if spec.temporal],
-    bases=(TemporalParameters,),
-    namespace={"__module__": __name__, "__doc__": """The temporal filter (the site's "Steady video"): per output
-    `auto` (on for live sources and videos, off for photo folders), `on` or `off`; the parameters are shared by all
-    of them."""},
-))  # fmt: skip
+if not TYPE_CHECKING:
+    TemporalConfig = section(key="temporal", cls=dataclasses.make_dataclass(
+        "TemporalConfig", [(spec.temporal.key, Mode, "auto") for spec in pipeline_tasks() if spec.temporal],
+        bases=(TemporalParameters,),
+        namespace={"__module__": __name__, "__doc__": """The temporal filter (the site's "Steady video"): per output
+        `auto` (on for live sources and videos, off for photo folders), `on` or `off`; the parameters are shared by
+        all of them."""},
+    ))  # fmt: skip
 
 
 def temporal_outputs() -> dict[str, str]:

@@ -53,7 +53,7 @@ from .pipeline_config import PipelineConfig
 from .planner import Planner
 from .prometheus import Monitor
 from .results import FrameResult
-from .stages import END, REGISTRY, Handoff, api_stage, builtin_stages, in_order, yaml_stage
+from .stages import END, STAGES, Handoff, api_stage, builtin_stages, in_order, yaml_stage
 from .stages.context import enabled_for, group_context, options_of
 from .stages.group import GroupStages
 from .stream import Stream, check_stages, source_error
@@ -97,11 +97,11 @@ def load_models(cfg: PipelineConfig) -> LoadedModels:
 def users_stages(cfg: PipelineConfig, given: list) -> list:
     """The YAML's `stages:` and the stage objects given from Python, each with a name of its own."""
     stages = [*(yaml_stage(c, f"stages[{i}]") for i, c in enumerate(cfg.stages)), *(api_stage(s) for s in given)]
-    taken = set(REGISTRY)
+    taken = set(STAGES)
     for stage in stages:
         if stage.name in taken:
             raise Sapiens2StreamError(f"stages: the name {stage.name!r} is taken (built-in stages: "
-                                      f"{', '.join(REGISTRY)}); give the stage another name")  # fmt: skip
+                                      f"{', '.join(STAGES)}); give the stage another name")  # fmt: skip
         taken.add(stage.name)
     return stages
 

@@ -16,6 +16,7 @@ import dataclasses
 import importlib
 from dataclasses import field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import config as kit
 from ..config import SOURCE_NAME, apply_sources, expand_env, from_dict, parse_yaml, section, set_dotted
@@ -112,7 +113,10 @@ def assembled_config() -> type:
     return assembled("PipelineConfig", PipelineBase, "", declared_sections())
 
 
-PipelineConfig = assembled_config()
+if TYPE_CHECKING:  # editors and type checkers follow the same classes written out (`schema --stub`)
+    from .config_shape import PipelineConfig
+else:
+    PipelineConfig = assembled_config()
 
 
 def load_config(

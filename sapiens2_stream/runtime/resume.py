@@ -23,7 +23,8 @@ from ..track.smoothing import OnlineSmoother
 from ..track.tracker import Tracker
 
 if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
-    from .pipeline_config import PipelineConfig
+    from ..io.options import SourceConfig
+    from .config_shape import OutputsConfig
 
 
 @dataclass
@@ -97,26 +98,27 @@ class ResumeState:
                     smoother(p.track_id, rec.pts, p.keypoints, p.keypoint_scores)
 
 
-def prepare_resume(cfg: PipelineConfig, live: bool) -> ResumeState | None:
-    """What was done before; None when there is nothing to resume (then the run starts from the beginning)."""
+def prepare_resume(outputs: OutputsConfig, source: SourceConfig, models: dict, live: bool) -> ResumeState | None:
+    """What was done before by the source `source` with these outputs and models (the enabled ones, by task); None
+    when there is nothing to resume (then the run starts from the beginning)."""
     if live:
         raise Sapiens2StreamError("--resume is for files and image folders; a live source cannot be rewound")
-    if cfg.outputs.segment_s is not None:
+    if outputs.segment_s is not None:
         raise Sapiens2StreamError("--resume does not continue segmented outputs (outputs.segment_s); start a new run")
-    if not cfg.outputs.jsonl.enabled:
+    if not outputs.jsonl.enabled:
         raise Sapiens2StreamError("--resume needs outputs.jsonl.enabled: the JSONL records which frames are done")
-    path = Path(cfg.outputs.dir) / cfg.outputs.jsonl.name
+    path = Path(outputs.dir) / outputs.jsonl.name
     if not path.exists():
         return None
     records = read_frames(path, cut=True)
     if not records:
         return None
-    if records[0].source != redact(cfg.source.uri):
+    if records[0].source != redact(source.uri):
         raise Sapiens2StreamError(
-            f"--resume: {path} was written for {records[0].source!r}, not {redact(cfg.source.uri)!r}; "
+            f"--resume: {path} was written for {records[0].source!r}, not {redact(source.uri)!r}; "
             "use another --output"
         )
-    out = Path(cfg.outputs.dir)
-    names = video_names(cfg.outputs, cfg.enabled_models())
+    out = Path(outputs.dir)
+    names = video_names(outputs, models)
     videos = {name: playable_frames(out / name) for name in names if (out / name).exists()}
     return ResumeState(records, videos)

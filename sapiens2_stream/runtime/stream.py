@@ -107,7 +107,8 @@ class Stream:
         self.mqtt = mqtt
         self.source.connect()
         if self.resume:
-            self.resumed = prepare_resume(self.cfg, self.source.live)
+            self.resumed = prepare_resume(self.cfg.outputs, self.cfg.source, self.cfg.enabled_models(),
+                                          self.source.live)
         if self.resumed is not None:
             self.cfg = replace(self.cfg, source=replace(self.cfg.source, start_frame=self.resumed.start_frame))
             self.source.cfg = self.cfg.source

@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from ..io.options import SourceConfig
-from ..io.sources import source_kind
+from ..io.source_kinds import source_kind
 from ..models import TaskSpec, pipeline_tasks
 from ..processing.dense import reduced_size
 from ..temporal import DenseStabilizer, Motion, refined_alpha, unit_vectors
@@ -38,7 +38,7 @@ MAX_DEPTH_CHANGE = (0.5, 2.0)  # a point moves along its ray by at most this fac
 def filtered_outputs(t: TemporalConfig, models: Iterable[str], source: SourceConfig) -> list[str]:
     """The outputs a source's temporal filter steadies, with these models running: `on`, or `auto` for anything
     but a folder of photos (separate pictures have no motion between them to follow)."""
-    moving = source_kind(source) != "images"
+    moving = source_kind(source).name != "images"
     return [out for out, model in temporal_outputs().items()
             if model in models and (getattr(t, out) == "on" or (getattr(t, out) == "auto" and moving))]  # fmt: skip
 

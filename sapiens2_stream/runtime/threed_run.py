@@ -18,6 +18,7 @@ import numpy as np
 
 from ..export.motion3d import write_mocap
 from ..io.sink import best_keypoints
+from ..io.stage_files import FileOutbox
 from ..threed import Lifter
 from ..threed.calibration import camera_named
 from ..threed.floor import FloorFinder, world_from_camera
@@ -74,14 +75,15 @@ class TrackSpool(Mapping):
 
 
 class ThreeDRun:
-    def __init__(self, t: ThreeDConfig, out_dir: Path, camera_name: str) -> None:
-        """The `threed:` section, the source's output folder and its name (its camera in the calibration)."""
+    def __init__(self, t: ThreeDConfig, out_dir: Path, camera_name: str, files: FileOutbox | None) -> None:
+        """The `threed:` section, the source's output folder and its name (its camera in the calibration), and
+        where its files go at the end (its source's outbox: the outputs write them; None: no file)."""
         self.camera = camera_named(t.calibration, camera_name)
         self.lifter = Lifter(None if self.camera is None else self.camera.matrix)
         self.floor = FloorFinder()
-        self.out_dir = Path(out_dir)
         self.formats = list(t.formats)
-        self.rows = TrackSpool(self.out_dir / SPOOL)
+        self.files = files
+        self.rows = TrackSpool(Path(out_dir) / SPOOL)  # (written only when there are files to make of it)
         self.frames = 0
         self.world: np.ndarray | None = self._calibrated_world()
 
@@ -110,7 +112,8 @@ class ThreeDRun:
                                       result.frame.pts_s, person_masks(result, people))  # fmt: skip
         for p, points, sure in zip(people, xyz, confidence, strict=True):
             p.keypoints_3d, p.keypoints_3d_confidence = points.astype(np.float32), sure.astype(np.float32)
-            self.rows.add(p.track_id, result.frame.pts_s, p.keypoints_3d, p.keypoints_3d_confidence)
+            if self.files is not None:
+                self.rows.add(p.track_id, result.frame.pts_s, p.keypoints_3d, p.keypoints_3d_confidence)
         if self.camera is None and len(people):
             self.floor.add(xyz, confidence)
             self.frames += 1
@@ -134,12 +137,23 @@ class ThreeDRun:
         return out
 
     def close(self) -> None:
-        """world.json, then each track's files in the world frame (the camera's where no floor was found)."""
+        """The floor fitted once more; world.json, then each track's files in the world frame (the camera's where no
+        floor was found), handed to the outputs (which write them into the folder being written, then let the
+        spool go)."""
         if self.camera is None:
             self._refit()
+        if self.files is None:
+            return
         frame = "calibration" if self.camera is not None else "floor" if self.world is not None else "camera"
-        write_mocap(self.out_dir, self.rows, self.world, frame, self.formats, self.summary())
-        self.rows.remove()
+        rows, world, formats, about = self.rows, self.world, self.formats, self.summary()
+
+        def write(folder: Path) -> None:
+            try:
+                write_mocap(folder, rows, world, frame, formats, about)
+            finally:
+                rows.remove()
+
+        self.files.put("", write)
 
 
 def person_masks(result: FrameResult, people: list) -> np.ndarray | None:

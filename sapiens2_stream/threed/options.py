@@ -29,6 +29,8 @@ class ThreeDConfig:
     vmc: list[str] = field(default_factory=list)  # host:port of VMC receivers (VSeeFace, Unity EVMC4U, Blender;
     # usually 127.0.0.1:39539): the first person, live (needs the osc extra)
     osc: list[str] = field(default_factory=list)  # host:port of plain OSC receivers (TouchDesigner, Max): everyone
+    files: bool = True  # the files: one camera's world.json and tracks_3d/, a group's 3d/keypoints_3d.jsonl and
+    # 3d/tracks_3d/ (the Python API's output=None turns them off; the people in metres still reach the results)
 
 
 

@@ -15,8 +15,9 @@ import importlib
 import pkgutil
 
 from ...errors import Sapiens2StreamError
+from ...registry import STAGES
 from . import base
-from .base import ORDER, REGISTRY, Stage, in_order, register_stage
+from .base import ORDER, Stage, in_order, register_stage
 from .handoff import END, Handoff, Item
 from .runner import SourceStages
 from .user import SourceInfo, UserStage, api_stage, yaml_stage
@@ -24,14 +25,14 @@ from .user import SourceInfo, UserStage, api_stage, yaml_stage
 for _module in pkgutil.iter_modules(__path__):  # the built-in stages register as they are imported
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["END", "ORDER", "REGISTRY", "Handoff", "Item", "SourceInfo", "SourceStages", "Stage", "UserStage",
+__all__ = ["END", "ORDER", "STAGES", "Handoff", "Item", "SourceInfo", "SourceStages", "Stage", "UserStage",
            "api_stage", "builtin_stages", "in_order", "register_stage", "yaml_stage"]  # fmt: skip
 
 
 def builtin_stages(run) -> list[Stage]:
     """One of each built-in stage, for the run `run` (a name in `ORDER` that no file registered is a programming
     error)."""
-    missing = [name for name in base.ORDER if name not in REGISTRY]
+    missing = [name for name in base.ORDER if name not in STAGES]
     if missing:
         raise Sapiens2StreamError(f"stages.base.ORDER names {', '.join(missing)}, which no stage file registers")
-    return [cls(run) for cls in REGISTRY.values()]
+    return [cls(run) for cls in STAGES.values()]

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from ...errors import Sapiens2StreamError
+from ...registry import STAGES, Row
 
 Scope = Literal["batch", "source", "group"]
 
@@ -56,6 +57,17 @@ class Stage:
     def __init__(self, run=None) -> None:
         """`run`: the pipeline (batch stages are the engine: they read its planner, streams and models)."""
         self.run = run
+
+    @classmethod
+    def rank(cls) -> int:
+        """Where `list stages` puts it: its place in `ORDER`."""
+        return place(cls.name)
+
+    @classmethod
+    def listing(cls) -> Row:
+        """Its row in `sapiens2-stream list stages` (the stage before it: the one before it in `ORDER`)."""
+        at = place(cls.name)
+        return cls.name, cls.scope, f"after {ORDER[at - 1]}" if at else "first", cls.section or "", cls.doc
 
     def enabled(self, options, ctx) -> bool:
         """Whether the stage runs for a source (`ctx`: its `SourceContext`; a group stage's: the `GroupContext`)."""
@@ -132,25 +144,19 @@ ORDER: tuple[str, ...] = ("take", "detect", "track", "infer", "temporal", "smoot
                           "events", "write", "triangulate", "group_angles", "group_kinematics", "write_3d",
                           "pose2sim")  # fmt: skip
 
-REGISTRY: dict[str, type[Stage]] = {}
-
-
 def register_stage(name: str):
-    """Class decorator: the built-in stage `name`; its place is its position in `ORDER`."""
+    """Class decorator: the built-in stage `name` (in `registry.STAGES`); its place is its position in `ORDER`."""
 
     def register(cls: type[Stage]) -> type[Stage]:
-        if name in REGISTRY:
-            raise ValueError(f"a stage named {name!r} is registered already")
         cls.name = name
-        REGISTRY[name] = cls
-        return cls
+        return STAGES.add(cls)
 
     return register
 
 
 def report_keys() -> list[str]:
     """The keys the reporting stages' status has in a source's status (`Stage.reports`)."""
-    return [cls.reports for cls in REGISTRY.values() if cls.reports]
+    return [cls.reports for cls in STAGES.values() if cls.reports]
 
 
 def place(name: str) -> int:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...io.options import SourceConfig
 from ...io.stage_files import FileOutbox
+from ...registry import STAGES
 from ...track.options import SmoothingConfig
 from ..live_mocap import triangulation_group
 from ..options import ModelSection
-from .base import REGISTRY
 
 if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
     from ..pipeline_config import PipelineConfig
@@ -86,7 +86,7 @@ def enabled_for(stage, cfg: PipelineConfig) -> bool:
 
 def source_context(cfg: PipelineConfig) -> SourceContext:
     """The context of the source of a single-source configuration (`PipelineConfig.per_source`)."""
-    events = any(cls(None).emits(options_of(cls, cfg)) for cls in REGISTRY.values() if cls.scope == "source")
+    events = any(cls(None).emits(options_of(cls, cfg)) for cls in STAGES.values() if cls.scope == "source")
     models = cfg.enabled_models()
     return SourceContext(cfg.source.name or cfg.name, cfg.source, Path(cfg.outputs.dir), models, events,
                          cfg.smoothing, cfg.tracker.max_lost_s, cfg.threed.lifts(models))  # fmt: skip

@@ -21,6 +21,8 @@ from ...io.stage_files import FileOutbox
 from ...kinematics.live import LiveKinematics
 from ...kinematics.opensim_files import need_opensim, setup_dir
 from ...kinematics.options import KinematicsConfig
+from ...kinematics.run import recorded_in_world
+from ...threed.floor import transform
 from ..results import FrameResult
 from .base import Stage, register_stage
 from .context import SourceContext
@@ -42,7 +44,7 @@ def world_keypoints(keypoints_3d: np.ndarray, confidence: np.ndarray,
     """A person's camera-frame keypoints and their sureness as the JSONL records them, moved into `world` (3x4, as
     recorded): what the stage and the command on the run's files both solve."""
     kept = np.array([[np.nan] * 3 if k is None else k for k in rounded_points(keypoints_3d, METRE_DIGITS)])
-    return kept @ world[:, :3].T + world[:, 3], np.round(np.asarray(confidence, np.float64), SCORE_DIGITS)
+    return transform(world, kept), np.round(np.asarray(confidence, np.float64), SCORE_DIGITS)
 
 
 @register_stage("kinematics")
@@ -67,10 +69,9 @@ class Kinematics(Stage):
         if ctx.resumed is not None:  # the interrupted run's frames, so the people go on as they were
             for record in ctx.resumed.records:
                 for p in record.people:
-                    world = p.fields.get("kinematics_world")
-                    if world is not None and p.keypoints_3d is not None:
-                        kp = p.keypoints_3d @ np.array(world)[:, :3].T + np.array(world)[:, 3]
-                        state.live.take(p.track_id, record.pts, kp, p.keypoints_3d_confidence)
+                    keypoints = recorded_in_world(p)
+                    if keypoints is not None:
+                        state.live.take(p.track_id, record.pts, keypoints, p.keypoints_3d_confidence)
             state.live.catch_up()
         return state
 

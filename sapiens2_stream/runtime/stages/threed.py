@@ -13,12 +13,13 @@ from .context import SourceContext
 @register_stage("threed")
 class ThreeD(Stage):
     """The source's lifter on pose and pointmap, between the smoother (it lifts the smoothed keypoints) and the
-    sinks (they write `keypoints_3d`); world.json and the per-track files are written when the source closes."""
+    sinks (they write `keypoints_3d`); world.json and the per-track files are handed to the outputs when the source
+    closes."""
 
     section, doc = "threed", "people in metres from one camera: pose and pointmap lifted, floor, TRC/C3D/BVH"
 
     Options = ThreeDConfig
-    files_off = {"formats": []}
+    files_off = {"files": False}
 
     def enabled(self, options: ThreeDConfig, ctx: SourceContext) -> bool:
         return options.lifts(ctx.models)
@@ -27,7 +28,8 @@ class ThreeD(Stage):
         camera_named(options.calibration, ctx.label)
 
     def open(self, options: ThreeDConfig, ctx: SourceContext) -> ThreeDRun:
-        return ThreeDRun(options, ctx.out_dir, ctx.label)
+        files = ctx.sinks.files if ctx.sinks is not None and options.files else None
+        return ThreeDRun(options, ctx.out_dir, ctx.label, files)
 
     def __call__(self, state: ThreeDRun, result: FrameResult) -> None:
         state(result)

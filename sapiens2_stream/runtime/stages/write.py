@@ -32,7 +32,7 @@ class Write(Stage):
 
     section, doc = "outputs", "the source's outputs (files, window, re-stream, MQTT, webhooks), then the observers"
 
-    Options = OutputsBase  # with a section per kind of output (io.outputs.SINKS)
+    Options = OutputsBase  # with a section per kind of output (registry.SINKS)
     replay = True
 
     def check(self, options: OutputsBase, ctx: SourceContext) -> None:

@@ -26,7 +26,8 @@ class MomentOutputs:
 
     def __init__(self, t: ThreeDConfig, ctx: GroupContext) -> None:
         self.path = ctx.out_dir / MOMENTS
-        self.formats = list(t.formats)
+        self.jsonl = t.files
+        self.formats = list(t.formats) if t.files else []
         self.senders = [OscSender(t.vmc, "vmc")] if t.vmc else []
         self.senders += [OscSender(t.osc, "osc")] if t.osc else []
         self.mqtt, self.topic = ctx.mqtt, ctx.topic.replace("{source}", "3d")
@@ -49,11 +50,12 @@ class MomentOutputs:
         self.keep(moment.recorded)
         for sender in self.senders:
             sender.send(moment.people, moment.time_s)
-        if self.fd is None:
+        if self.fd is None and self.jsonl:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self.append else os.O_TRUNC)
             self.fd = os.open(self.path, flags, 0o644)
-        write_line(self.fd, moment.record)
+        if self.fd is not None:
+            write_line(self.fd, moment.record)
         if self.mqtt is not None:
             self.mqtt.publish(self.topic, moment.record)
 
@@ -80,7 +82,7 @@ class Write3D(GroupStage):
 
     section, doc = "threed", "the group's moments to OUTPUT/3d/ (JSONL, TRC/C3D/BVH per person), MQTT, VMC, OSC"
     Options = ThreeDConfig
-    files_off = {"formats": []}
+    files_off = {"files": False}
 
     def enabled(self, options: ThreeDConfig, ctx: GroupContext) -> bool:
         return bool(checked_group(options, ctx.sources))
