@@ -572,3 +572,19 @@ def test_a_detector_is_one_registry_entry_named_once(tmp_path, tiny_dir, clip):
     assert "centre" not in DETECTORS  # the test's entry is gone with the block
     people = [len(r["people"]) for r in read_jsonl(tmp_path / "out" / "results.jsonl")]
     assert len(people) == 20 and set(people) == {1}
+
+
+def test_a_stage_file_job_that_fails_leaves_the_others_written(tmp_path):
+    """Two stages hand files to a source's outbox; the first job raises: the second is still written, then the
+    failure is raised once (the outputs say it, for the stage_files sink)."""
+    from sapiens2_stream.io.stage_files import FileOutbox, StageFilesSink
+
+    def broken(folder):
+        raise OSError("disk full")
+
+    outbox = FileOutbox()
+    outbox.put("angles", broken)
+    outbox.put("kinematics", lambda folder: folder.mkdir(parents=True) or (folder / "p.mot").write_text("x"))
+    with pytest.raises(OSError, match="disk full"):
+        StageFilesSink(tmp_path, outbox).close()
+    assert (tmp_path / "kinematics" / "p.mot").read_text() == "x" and not outbox.jobs

@@ -49,5 +49,18 @@ class StageFilesSink(Sink):
         self.run()
 
     def run(self) -> None:
-        for job in self.outbox.take():
-            job.write(self.folder / job.subfolder)
+        """Every job waiting; one that fails does not keep the others from being written, and the first failure
+        is raised after them (the outputs say it once, for this sink)."""
+        failures: list[Exception] = []
+        run_jobs(self.outbox.take(), self.folder, lambda job, e: failures.append(e))
+        if failures:
+            raise failures[0]
+
+
+def run_jobs(jobs: list[FileJob], folder: Path, failed: Callable[[FileJob, Exception], None]) -> None:
+    """Each job into its subfolder of `folder`; a job that raises is told to `failed` and the rest go on."""
+    for job in jobs:
+        try:
+            job.write(folder / job.subfolder)
+        except Exception as e:
+            failed(job, e)

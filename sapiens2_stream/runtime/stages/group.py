@@ -26,6 +26,7 @@ import threading
 import traceback
 from collections.abc import Callable
 
+from ...io.stage_files import run_jobs
 from ..live_mocap import Moment
 from ..observer import Observer
 from .context import GroupContext, options_of
@@ -142,12 +143,8 @@ class GroupStages(Observer):
             except Exception as e:
                 if stage.name not in self.failed:
                     self._fail(stage.name, e)
-        for job in self.outbox.take():  # each stage's files, once all closed; one that fails is said and counted,
-            # the others are still written
-            try:
-                job.write(self.out_dir / job.subfolder)
-            except Exception as e:
-                self._fail(f"files {job.subfolder}", e)
+        # each stage's files, once all closed; one that fails is said and counted, the others are still written
+        run_jobs(self.outbox.take(), self.out_dir, lambda job, e: self._fail(f"files {job.subfolder}", e))
 
     def summary(self) -> dict:
         out: dict = {}
