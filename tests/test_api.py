@@ -17,7 +17,7 @@ import sapiens2_stream.api as api_module
 from sapiens2_stream.cli import main
 from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.io.synthetic import make_clip
-from tests.test_pipeline import assert_same_records, read_jsonl
+from tests.test_pipeline import assert_same_records, read_jsonl, source_summary
 
 BOXES = [[40, 40, 60, 150], [180, 50, 60, 150]]
 
@@ -68,9 +68,11 @@ def test_without_an_output_no_file_is_written_anywhere(tmp_path, tiny_dir, clip,
     more = options(tiny_dir, angles=True, threed=True)
     more["models"]["pointmap"] = str(tiny_dir["pointmap"])
     more["set"].update({"events": everywhere, "models.pointmap.input_size": [64, 48]})
-    results = list(s2.stream(str(clip), **more))
+    results: list = []
+    summary = s2.run(str(clip), results.append, **more)
     people = [p for r in results for p in r.people]
     assert len(results) == 10 and people and all(p.keypoints_3d is not None for p in people)
+    assert source_summary(summary)["threed"]["tracks"] == len({p.track_id for p in people})  # counted, files or not
     assert any(r.events for r in results)  # the zone's "enter"
     assert not [p for p in scratch.rglob("*") if p.is_file()]
 

@@ -37,7 +37,7 @@ class TrackSpool(Mapping):
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.files: dict[int, BinaryIO] = {}  # open for the tracks still in the picture
-        self.track_ids: set[int] = set()  # every track spooled (also once the spool is removed: the summary's count)
+        self.track_ids: set[int] = set()  # every track spooled (its files are written from them)
 
     def path(self, track_id: int) -> Path:
         return self.folder / f"track_{track_id:04d}.rows"
@@ -85,6 +85,7 @@ class ThreeDRun:
         self.files = files
         self.rows = TrackSpool(Path(out_dir) / SPOOL)  # (written only when there are files to make of it)
         self.frames = 0
+        self.tracks: set[int] = set()  # every track put in metres (the summary's count, files or not)
         self.world: np.ndarray | None = self._calibrated_world()
 
     def _calibrated_world(self) -> np.ndarray | None:
@@ -112,6 +113,7 @@ class ThreeDRun:
                                       result.frame.pts_s, person_masks(result, people))  # fmt: skip
         for p, points, sure in zip(people, xyz, confidence, strict=True):
             p.keypoints_3d, p.keypoints_3d_confidence = points.astype(np.float32), sure.astype(np.float32)
+            self.tracks.add(p.track_id)
             if self.files is not None:
                 self.rows.add(p.track_id, result.frame.pts_s, p.keypoints_3d, p.keypoints_3d_confidence)
         if self.camera is None and len(people):
@@ -131,7 +133,7 @@ class ThreeDRun:
         out = {"intrinsics": None if k is None else np.round(k, 2).tolist(),
                "intrinsics_from": "calibration" if self.camera is not None else "pointmap",
                "world_from": "calibration" if self.camera is not None else "floor" if self.world is not None else None,
-               "tracks": len(self.rows)}  # fmt: skip
+               "tracks": len(self.tracks)}  # fmt: skip
         if self.camera is None and self.floor.plane is not None:
             out["camera_height_m"] = round(self.floor.plane[1], 3)
         return out
