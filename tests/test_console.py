@@ -260,6 +260,8 @@ def test_the_page_plays_the_live_view_in_a_browser_close_behind_live(console, tm
             page.wait_for_function(f"document.getElementById('live').currentTime > 0 && ({SHOWN_INDEX})() > 0",
                                    timeout=30000)  # fmt: skip
             start = page.evaluate("document.getElementById('live').currentTime")
+            time.sleep(0.5)  # the player seeks to the live edge just after it starts (seen once in CI: a first
+            # reading 3.0 s behind, the next 0.9, then 0.2): the lag is read once it has
             lags = []
             for _ in range(12):  # the frame on screen against the newest result, read at the same moment
                 shown = page.evaluate(SHOWN_INDEX)
