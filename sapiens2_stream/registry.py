@@ -142,5 +142,5 @@ SINKS: Registry[Any] = Registry(
             "your own class: open(folder, append), write(state, result), close"),),
 )  # fmt: skip
 DETECTORS: Registry[Any] = Registry("detectors", "detector", "sapiens2_stream.detect.kinds")
-SOURCES: Registry[Any] = Registry("sources", "kind of input", "sapiens2_stream.io.sources")
+SOURCES: Registry[Any] = Registry("sources", "kind of input", "sapiens2_stream.io.source_kinds")
 TASKS: Registry[Any] = Registry("tasks", "task", "sapiens2_stream.models.tasks")

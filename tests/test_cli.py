@@ -46,13 +46,16 @@ def test_export_pose2sim_choices_and_default_agree():
     assert "{auto,motion,audio,none}" in text and "default: auto: the soundtracks" in text
 
 
-def test_reading_a_pipeline_file_loads_no_torch():
+def test_reading_a_pipeline_file_loads_no_torch(tmp_path):
     """`validate`, `--help` and a configuration error answer without loading torch: the task table, the YAML schema
-    and the command line read no model code."""
+    and the command line read no model code. Reading a file that names a kind of input and a detector checks them
+    against their registries, which are light too (no PyAV, no OpenCV)."""
+    spec = tmp_path / "p.yaml"
+    spec.write_text("source: {uri: a.mp4, kind: file}\ndetector: {type: yolo}\nmodels: {pose: {source: x}}\n")
     code = (
         "import sys; from sapiens2_stream.runtime.pipeline_config import load_config; "
-        "from sapiens2_stream.cli import build_parser; "
-        "build_parser(); print(sorted(m for m in ('torch', 'av', 'ultralytics') if m in sys.modules))"
+        f"from sapiens2_stream.cli import build_parser; load_config({str(spec)!r}); "
+        "build_parser(); print(sorted(m for m in ('torch', 'av', 'ultralytics', 'cv2') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
