@@ -35,7 +35,7 @@ class Listed(Protocol):
     def listing(self) -> Row: ...
 
 
-T = TypeVar("T")
+T = TypeVar("T", bound=Listed)
 
 
 class Registry(Mapping[str, T], Generic[T]):
@@ -53,14 +53,11 @@ class Registry(Mapping[str, T], Generic[T]):
     def add(self, entry: T, *, replace: bool = False) -> T:
         """Register `entry` under its own `name` (a second entry of one name is a programming error unless
         `replace`)."""
-        name = entry.name  # type: ignore[attr-defined]
+        name = entry.name
         if name in self._entries and not replace:
             raise ValueError(f"a {self.what} named {name!r} is registered already")
         self._entries[name] = entry
         return entry
-
-    def remove(self, name: str) -> None:
-        self._entries.pop(name, None)
 
     @contextlib.contextmanager
     def kept(self) -> Iterator[Registry[T]]:
@@ -86,8 +83,8 @@ class Registry(Mapping[str, T], Generic[T]):
     def rows(self) -> list[Row]:
         entries = list(self.loaded().values())
         if self.ranked:
-            entries.sort(key=lambda entry: entry.rank())
-        return [entry.listing() for entry in entries] + list(self.notes)  # type: ignore[attr-defined]
+            entries.sort(key=lambda entry: entry.rank())  # type: ignore[attr-defined]  (a ranked kind's entries)
+        return [entry.listing() for entry in entries] + list(self.notes)
 
     def __getitem__(self, name: str) -> T:
         return self._entries[name]
