@@ -42,7 +42,10 @@ class MomentOutputs:
             self.keep(recorded)
 
     def keep(self, recorded: RecordedMoment) -> None:
-        """The moment's people as its record has them, for the per-person files at the end."""
+        """The moment's people as its record has them, for the per-person files at the end (none asked, or the
+        files off: nothing is kept, so a long run without them holds no rows)."""
+        if not self.formats:
+            return
         for person in recorded.people:
             self.rows[person.id].append((recorded.time, person.keypoints_3d, person.confidence))
 
