@@ -138,10 +138,10 @@ def type_text(tp, imports: dict[str, set[str]]) -> str:
 def config_stub() -> str:
     """`runtime/config_shape.py`: every generated section class under `PipelineConfig`, its own fields typed, the
     inner ones first."""
-    hints_of = {name: cls for name, cls in reachable(PipelineConfig).items() if generated(cls)}
+    made = {name: cls for name, cls in reachable(PipelineConfig).items() if generated(cls)}
     imports: dict[str, set[str]] = {}
     classes = []
-    for name, cls in reversed(list(hints_of.items())):
+    for name, cls in reversed(list(made.items())):
         inherited = {f.name for b in cls.__bases__ if dataclasses.is_dataclass(b) for f in dataclasses.fields(b)}
         hints = typing.get_type_hints(cls, include_extras=True)
         bases = [type_text(base, imports) for base in cls.__bases__ if base is not object]
