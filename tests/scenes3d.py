@@ -280,7 +280,7 @@ def camera_group(folder, cameras: int = 4, resumed: list | None = None, **sectio
         "sources": [{"name": c.name, "uri": f"rtsp://127.0.0.1/{c.name}"} for c in cams],
         "outputs": {"dir": str(folder / "out")}, "threed": {"calibration": str(folder / "Calib.toml")}, **sections,
     })  # fmt: skip
-    enabled = check_group_stages(cfg, in_order(builtin_stages(None)))
+    enabled = check_group_stages(cfg, in_order(builtin_stages()))
     ctx = group_context(cfg)
     ctx.rates, ctx.resumed = {c.name: 10.0 for c in cams}, resumed
     return cams, GroupStages(enabled, cfg, ctx), [s.name for s in enabled]

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from sapiens2_stream.runtime import device as device_module
+from sapiens2_stream.runtime.batch_path import ModelClock
 from sapiens2_stream.runtime.device import DeviceTransfers, resolve_dtype
 from sapiens2_stream.runtime.pipeline import Pipeline, load_models
-from sapiens2_stream.runtime.planner import Planner
+from sapiens2_stream.runtime.stages.take import Planner
 from tests.test_pipeline import config
 
 
@@ -114,9 +115,11 @@ def test_dtype_auto_needs_native_bf16_units(monkeypatch):
     assert resolve_dtype("fp32", cpu) == (torch.float32, "runtime.dtype")
 
 
-class FakeStream:
+class FakeWaiting:
+    """A source's waiting frames as the planner sees them."""
+
     def __init__(self, live, waiting):
-        self.live, self.reading, self.waiting_n = live, True, waiting
+        self.live, self.waiting_n = live, waiting
         self.taken = []
 
     def admission(self):
@@ -127,30 +130,38 @@ class FakeStream:
         self.taken.append(n)
         return [object()] * n
 
+    def under_load(self):
+        return False
+
+
+class FakeStream:
+    def __init__(self, live, waiting):
+        self.reading, self.waiting = True, FakeWaiting(live, waiting)
+
 
 @pytest.mark.parametrize("cost,expected", [(None, 1), (2.0, 1), (0.45, 2), (0.3, 3), (0.1, 4)])
 def test_live_batches_fit_the_latency_budget(cost, expected):
     """One batch of processing within max_frame_age_s (1 s here), at most max_frames_per_batch (4), at least 1."""
-    planner = Planner([FakeStream(True, 10)], max_frames=4, budget_s=1.0)
-    planner.cost_per_frame = cost
+    planner = Planner([FakeStream(True, 10)], ModelClock(), max_frames=4, budget_s=1.0)
+    planner.clock.cost_per_frame = cost
     assert planner.size() == expected and len(planner.take()) == expected
 
 
 def test_files_take_full_batches_and_sources_share_fairly():
-    file_only = Planner([FakeStream(False, 10)], max_frames=4, budget_s=1.0)
-    file_only.cost_per_frame = 2.0  # slow models do not shrink file batches: throughput
+    file_only = Planner([FakeStream(False, 10)], ModelClock(), max_frames=4, budget_s=1.0)
+    file_only.clock.cost_per_frame = 2.0  # slow models do not shrink file batches: throughput
     assert file_only.size() == 4
     cams = [FakeStream(True, 10) for _ in range(3)]
-    planner = Planner(cams, max_frames=4, budget_s=1.0)
-    planner.cost_per_frame = 2.0  # one frame per batch: the cameras take turns
+    planner = Planner(cams, ModelClock(), max_frames=4, budget_s=1.0)
+    planner.clock.cost_per_frame = 2.0  # one frame per batch: the cameras take turns
     for _ in range(6):
         planner.take()
-    assert [c.taken for c in cams] == [[1, 1]] * 3
-    planner.cost_per_frame = 0.45  # two per batch: the next batch starts after the last camera served
-    assert [[cams.index(s) for s, _ in planner.take()] for _ in range(3)] == [[0, 1], [2, 0], [1, 2]]
-    assert [len(c.taken) for c in cams] == [4, 4, 4]
-    stalled = Planner([FakeStream(True, 0), FakeStream(True, 5)], max_frames=4, budget_s=1.0)
-    stalled.cost_per_frame = 0.3
+    assert [c.waiting.taken for c in cams] == [[1, 1]] * 3
+    planner.clock.cost_per_frame = 0.45  # two per batch: the next batch starts after the last camera served
+    assert [[cams.index(i.stream) for i in planner.take()] for _ in range(3)] == [[0, 1], [2, 0], [1, 2]]
+    assert [len(c.waiting.taken) for c in cams] == [4, 4, 4]
+    stalled = Planner([FakeStream(True, 0), FakeStream(True, 5)], ModelClock(), max_frames=4, budget_s=1.0)
+    stalled.clock.cost_per_frame = 0.3
     assert len(stalled.take()) == 3  # a camera with nothing waiting holds back no one
 
 

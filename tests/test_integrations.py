@@ -226,7 +226,7 @@ def test_mqtt_frames_and_track_events_match_the_results(tmp_path, tiny_dir):
                  tracker={"max_lost_s": 0.2})  # fmt: skip
     try:
         pipeline = Pipeline(cfg)
-        pipeline.detector = Scripted()
+        pipeline.loaded.detector = Scripted()
         summary = source_summary(pipeline.run())
         wait_until(lambda: len(sub.on("sapiens2/pipeline/frames")) >= 40, 10, "every frame message")
         time.sleep(0.5)

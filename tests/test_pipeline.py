@@ -132,7 +132,7 @@ def test_live_source_bounded_age_and_counted_drops(tmp_path, tiny_dir):
         outputs={"video": {"enabled": False}},
     )  # fmt: skip
     pipeline = Pipeline(cfg)
-    assert pipeline.streams[0].policy == "latest"
+    assert pipeline.streams[0].waiting.policy == "latest"
     summary = source_summary(pipeline.run())
     dropped = sum(summary["dropped"].values())
     assert summary["frames_in"] == 60

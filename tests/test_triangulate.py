@@ -197,7 +197,7 @@ def mocap(tmp_path, cameras: int, expect=("triangulate", "write_3d"), **threed):
     })  # fmt: skip
     group = triangulation_group(cfg.threed, cfg.sources)
     assert group == [c.name for c in rig]  # the lobby camera is not in the calibration
-    enabled = check_group_stages(cfg, in_order(builtin_stages(None)))
+    enabled = check_group_stages(cfg, in_order(builtin_stages()))
     assert [s.name for s in enabled] == list(expect)
     ctx = group_context(cfg)
     ctx.rates = {c.name: 10.0 for c in rig}

@@ -27,7 +27,7 @@ class MocapHub:
     run's own group stages (triangulate, write_3d and any between), as a single run has them."""
 
     def __init__(self, cfg: PipelineConfig, rates: dict[str, float | None]) -> None:
-        stages = check_group_stages(cfg, in_order(builtin_stages(None)))
+        stages = check_group_stages(cfg, in_order(builtin_stages()))
         ctx = replace(group_context(cfg), rates=rates, interrupted=lambda: True)  # a fleet is stopped
         self.stages = GroupStages(stages, cfg, ctx)
         self.mocap: LiveMocap = self.stages.state("triangulate")

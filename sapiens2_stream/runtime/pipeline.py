@@ -1,14 +1,14 @@
-"""The pipeline: per-source streams around the shared stages, run in the one order `stages.base.ORDER` gives.
+"""The pipeline: per-source streams around the shared stages, run in the one order `stages.base.ORDER` gives. A
+frame's story has three parts, each told in one place:
 
-    streams (one per source: reader, waiting frames, tracker, temporal filter, smoother, sinks)
-      -> take    (the planner picks the frames of the next micro-batch, fairly across sources)
-      -> detect  (one detector thread)
-      -> track   (each stream's tracker)
-      -> infer   (one device thread: crops, batched Sapiens2 forwards, flip TTA, decoding)
-      -> each stream's writer, in frame order: temporal -> smooth -> threed -> angles -> kinematics -> events
-         -> write (sinks, observers)
-      -> across sources, once per run: triangulate -> group_angles -> group_kinematics -> write_3d (a calibrated
-         group), pose2sim (at the end)
+    1. its source's reader and the batch's path (`stream.Stream.read`, then `batch_path`): take -> detect ->
+       track -> infer, for micro-batches of every source;
+    2. its source's writer (`stream.Stream.write_all` -> `stages.SourceStages`): temporal -> smooth -> threed ->
+       angles -> kinematics -> events -> users' stages -> write (sinks, then the observers);
+    3. across sources, once per run (`stages.group.GroupStages`): triangulate -> group_angles -> group_kinematics ->
+       write_3d (a calibrated group), pose2sim (at the end).
+
+This module opens them, runs them and stops them; it tells no part of the story itself.
 
 Detection of the next batch overlaps inference of the current one. Files run at full batches for throughput.
 Live sources are served freshest first: frames are taken just before the models free up (so they have not aged
@@ -43,6 +43,7 @@ from ..io.mqtt import MqttClient, tls_context
 from ..io.options import SourceConfig
 from ..io.records import read_moments
 from ..io.sources import Source
+from .batch_path import BatchRun, ModelClock, run_batches
 from .device import resolve_device, resolve_dtype
 from .engine import InferenceEngine, check_model_sources
 from .live_mocap import MOMENTS, LiveMocap, Moment
@@ -50,12 +51,12 @@ from .memory import MemoryTrim
 from .numbers import DROP_REASONS, StageTimes
 from .observer import Observer
 from .pipeline_config import PipelineConfig
-from .planner import Planner
 from .prometheus import Monitor
 from .results import FrameResult
-from .stages import END, STAGES, Handoff, api_stage, builtin_stages, in_order, yaml_stage
+from .stages import STAGES, api_stage, builtin_stages, in_order, yaml_stage
 from .stages.context import enabled_for, group_context, options_of
 from .stages.group import GroupStages
+from .stages.take import Planner
 from .stream import Stream, check_stages, source_error
 from .threads import census
 
@@ -106,10 +107,10 @@ def users_stages(cfg: PipelineConfig, given: list) -> list:
     return stages
 
 
-def arranged_stages(cfg: PipelineConfig, given: list = (), run: Pipeline | None = None) -> list:
-    """Every stage of a run of `cfg` in order: the built-in ones (for `run`), users' from the YAML and `given`;
-    a source stage placed among the batch stages, or among the group stages, is a configuration error."""
-    stages = in_order([*builtin_stages(run), *users_stages(cfg, given)])
+def arranged_stages(cfg: PipelineConfig, given: list = ()) -> list:
+    """Every stage of a run of `cfg` in order: the built-in ones, users' from the YAML and `given`; a source stage
+    placed among the batch stages, or among the group stages, is a configuration error."""
+    stages = in_order([*builtin_stages(), *users_stages(cfg, given)])
     last_batch = max(i for i, stage in enumerate(stages) if stage.scope == "batch")
     early = [stage for stage in stages[:last_batch] if stage.scope == "source"]
     if early:
@@ -195,7 +196,7 @@ class Pipeline:
         self.monitor: Monitor | None = None  # the metrics server (runtime.metrics), from `open`
         self.cross: GroupStages | None = None  # the stages across sources (live motion capture, Pose2Sim), `open`
         self.mocap: LiveMocap | None = None  # several calibrated cameras: triangulate's state, from `open`
-        stages = arranged_stages(cfg, stages, self)
+        stages = arranged_stages(cfg, stages)
         self.batch_stages = [s for s in stages if s.scope == "batch"]
         self.source_stages = [s for s in stages if s.scope == "source"]
         self.group_stages = check_group_stages(cfg, stages)
@@ -212,8 +213,11 @@ class Pipeline:
             torch.set_num_threads(rt.threads)
         self.owns_models = loaded is None  # then their threads end with the run
         self.loaded = loaded or load_models(cfg)
-        self.engine, self.detector = self.loaded.engine, self.loaded.detector  # what the detect and infer stages use
-        self.planner = Planner(self.streams, rt.max_frames_per_batch, rt.max_frame_age_s)
+        self.engine = self.loaded.engine
+        self.clock = ModelClock()  # what the models cost, measured as the batches go
+        self.planner = Planner(self.streams, self.clock, rt.max_frames_per_batch, rt.max_frame_age_s)
+        self.batch = BatchRun(self.streams, self.planner, self.clock, self.loaded, self.stop, self.abandon, self.serve,
+                              self.times)  # fmt: skip
         self.batch_states: dict[str, object] = {}
         if on_result is not None:
             self.observe(ResultCallback(self, on_result))
@@ -229,7 +233,7 @@ class Pipeline:
         self.mqtt = MqttClient(cfg.outputs.mqtt) if cfg.outputs.mqtt.host else None
         for stream in self.streams:
             stream.open(self.source_stages, self.mqtt)
-        self.batch_states = {stage.name: stage.open(options_of(stage, cfg), self) for stage in self.batch_stages}
+        self.batch_states = {s.name: s.open(options_of(s, cfg), self.batch) for s in self.batch_stages}
         if rt.metrics.port is not None:
             self.monitor = self.observe(Monitor(self, rt.metrics))
         if self.group_stages:
@@ -359,47 +363,6 @@ class Pipeline:
         stream.stop_taking()
         self.planner.work.set()
 
-    # ------------------------------------------------------------------------------------------- the stages
-
-    def lanes(self) -> list[list]:
-        """The batch stages cut into lanes: a new lane at each stage that runs `apart`."""
-        lanes: list[list] = []
-        for stage in self.batch_stages:
-            if stage.apart or not lanes:
-                lanes.append([])
-            lanes[-1].append(stage)
-        return lanes
-
-    async def _lane(self, stages: list, inbox: Handoff | None, outbox: Handoff | None) -> None:
-        """Run `stages` on batch after batch: from `inbox` (or made by the first stage, `take`) until END, each
-        batch to `outbox`. A lane with an outbox starts its next batch only once the next lane took the last one
-        (so live frames are taken late). The lane that ends the run tells the observers."""
-        while True:
-            if outbox is not None:
-                await outbox.drained()
-            if inbox is None:
-                items = await stages[0](self.batch_states[stages[0].name])
-                rest = stages[1:]
-            else:
-                items = await inbox.get()
-                rest = stages
-            if items is None or items is END:
-                break
-            for stage in rest:
-                if not items:
-                    break
-                start = time.perf_counter()
-                count = len(items)
-                items = await stage(self.batch_states[stage.name], items)
-                self.times.stage(stage.name, (time.perf_counter() - start) * 1e3 / count, count)
-            if items and outbox is not None:
-                outbox.put(items)
-        if outbox is not None:
-            outbox.end()
-        else:
-            for observer in self.observers:
-                observer.ending()
-
     # ------------------------------------------------------------------------------------------- running
 
     def run(self) -> dict:
@@ -432,11 +395,7 @@ class Pipeline:
                         group.create_task(task)
                 for stream in self.streams:
                     self._begin(stream)
-                lanes = self.lanes()
-                handoffs = [Handoff() for _ in lanes[1:]]
-                for i, stages in enumerate(lanes):
-                    inbox = handoffs[i - 1] if i else None
-                    group.create_task(self._lane(stages, inbox, handoffs[i] if i < len(handoffs) else None))
+                group.create_task(run_batches(self.batch_stages, self.batch_states, self.batch, self.observers))
         except BaseExceptionGroup as eg:
             raise eg.exceptions[0] from None
         finally:

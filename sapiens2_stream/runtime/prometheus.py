@@ -72,7 +72,7 @@ class RunCollector:
                     outputs.add_metric([label, output], stats["dropped"])
             people.add_metric([label], numbers["people"])
             fps.add_metric([label], numbers["processed_fps"])
-            behind.add_metric([label], float(s.under_load()))
+            behind.add_metric([label], float(s.waiting.under_load()))
             if s.source.connection is not None:
                 up.add_metric([label], float(s.source.connection.up))
         yield from (dropped, outputs, people, fps, behind, up, failed)

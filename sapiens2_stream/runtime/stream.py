@@ -1,14 +1,11 @@
-"""One source's share of a run: its reader, the frames waiting for the models, its tracking (the detect and track
-stages'), the results waiting for its writer, and its numbers. The batch stages (take, detect, track, infer) take
-frames from every stream; its writer runs the source stages in frame order (`stages.SourceStages`, which keeps
-what each of them keeps for this source: filters, smoother, sinks).
+"""One source's share of a run: its reader, the frames waiting for the models (`stages.take.Waiting`), its
+tracking (the detect and track stages'), the results waiting for its writer, and its numbers. The batch stages take
+frames from every stream (`batch_path`); its writer runs the source stages in frame order (`stages.SourceStages`,
+which keeps what each of them keeps for this source: filters, smoother, sinks).
 
-Waiting frames follow the source's policy. `block` (files): the reader waits for room, nothing is dropped.
-`latest` (live): when the models free up they take the newest frames and the older ones are dropped, counted
-as waiting too long; `drop_oldest` (live): frames are taken in order and a full buffer drops its oldest (queue
-full). Live frames older than `runtime.max_frame_age_s` are dropped before any work. A result that was computed
-is written, unless the output is still busy with earlier results (then the oldest waiting result goes,
-counted as output too slow): the age limit applies to frames waiting for work, never to work done.
+A result that was computed is written, unless a live source's output is still busy with earlier results (then the
+oldest waiting result goes, counted as output too slow): the age limit applies to frames waiting for work, never
+to work done.
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -28,17 +24,17 @@ from ..io.outputs import SinkSetup
 from ..io.sink import Fenced
 from ..io.sources import Frame, Source
 from ..io.video_feed import VideoFeed
+from .batch_path import END, Handoff
 from .numbers import SourceNumbers
 from .results import FrameResult
 from .resume import prepare_resume
-from .stages import END, Handoff, SourceStages
+from .stages import SourceStages
 from .stages.context import SourceContext, options_of, source_context
+from .stages.take import Waiting
 from .tracking import SourceTracking
 
 if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
     from .pipeline_config import PipelineConfig
-
-LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames were dropped for want of time
 
 
 def check_stages(cfg: PipelineConfig, stages: list) -> None:
@@ -66,33 +62,24 @@ class Stream:
         self.resumed = None  # the interrupted run continued (`open` reads it back)
         self.source = Source(cfg.source)
         rt = cfg.runtime
-        self.policy = rt.policy if rt.policy != "auto" else ("latest" if self.source.live else "block")
-        self.drops_allowed = self.source.live and self.policy != "block"
         self.numbers = SourceNumbers(self.source.stats, self.source.live)
-        # the detect and track stages' own
-        self.tracking = SourceTracking(cfg.detector, cfg.tracker, self.numbers, self.under_load)
+        policy = rt.policy if rt.policy != "auto" else ("latest" if self.source.live else "block")
+        self.waiting = Waiting(policy, self.source.live, rt, self.numbers)  # frames for the models (the take stage's)
+        self.tracking = SourceTracking(cfg.detector, cfg.tracker, self.numbers)  # the detect and track stages' own
         self.folder_checks: list[Callable[[Path], None]] = []  # asked before any output folder is opened or rolled
         # (a fleet worker's fence: raises `Fenced` once the source moved to another worker)
         self.stage_run: SourceStages | None = None  # its source stages, given when the run starts it
         self.halt = threading.Event()  # stops this stream's reader (the run's stop, or the source removed)
         self.fenced = False  # another worker owns the source now: nothing more is written here
         self.feed = VideoFeed()  # the annotated video, for live views that subscribe from outside
-        self.waiting: deque[Frame] = deque()
-        self.room = asyncio.Event()  # the reader may add a frame (block policy)
-        self.room.set()
         self.outbox = Handoff()  # computed results waiting for the writer, then END
-        self.in_flight = 0  # frames taken by the engine and not yet written or dropped
-        self.max_waiting = 0
         self.max_outbox = 0
         self.reading = True
-        self.stopping = False  # asked to stop: nothing more is taken, waiting frames are left unprocessed
         self.cut = False  # a second Ctrl-C: nothing more is written
         self.ending_sent = False
         self.closed = False  # closing has begun (nothing more is taken or written)
         self.done = threading.Event()  # ... and every output is closed complete
         self.error: BaseException | None = None
-        self.behind_until = 0.0
-        self.last_take: float | None = None
         self.wake: Callable[[], None] = lambda: None  # tells the planner something changed
         # the reader and the writer each get a thread of their own: many cameras must not starve a shared pool
         self.threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"stream-{name or 'source'}")
@@ -107,8 +94,9 @@ class Stream:
         self.mqtt = mqtt
         self.source.connect()
         if self.resume:
-            self.resumed = prepare_resume(self.cfg.outputs, self.cfg.source, self.cfg.enabled_models(),
-                                          self.source.live)
+            self.resumed = prepare_resume(
+                self.cfg.outputs, self.cfg.source, self.cfg.enabled_models(), self.source.live
+            )
         if self.resumed is not None:
             self.cfg = replace(self.cfg, source=replace(self.cfg.source, start_frame=self.resumed.start_frame))
             self.source.cfg = self.cfg.source
@@ -164,64 +152,8 @@ class Stream:
             self.wake()
 
     async def _arrive(self, frame: Frame) -> None:
-        if not self.drops_allowed:  # files (whatever the policy) and live sources under `block`
-            while len(self.waiting) >= self.cfg.runtime.queue_size and not self.stopping:
-                self.room.clear()
-                await self.room.wait()
-        elif len(self.waiting) >= self.cfg.runtime.queue_size:
-            self.waiting.popleft()  # latest: superseded by a newer frame; drop_oldest: no room
-            self.numbers.dropped["waiting_too_long" if self.policy == "latest" else "queue_full"] += 1
-            self._mark_behind(time.time())
-        if self.stopping:
-            self.numbers.left += 1
-            return
-        self.waiting.append(frame)
-        self.max_waiting = max(self.max_waiting, len(self.waiting))
-        self.wake()
-
-    # ------------------------------------------------------------------------------------------- taking
-
-    def admission(self) -> int:
-        """How many more frames the engine may take now. Files are bounded by what is in flight (their
-        outputs never drop, so this is their back-pressure); live streams only by what waits."""
-        if self.stopping:
-            return 0
-        if self.drops_allowed:
-            return len(self.waiting)
-        limit = self.cfg.runtime.queue_size + 2 * self.cfg.runtime.max_frames_per_batch
-        return max(0, min(len(self.waiting), limit - self.in_flight))
-
-    def take(self, n: int) -> list[Frame]:
-        """Up to n frames for the engine: the newest (latest policy) or the oldest (otherwise); live frames older
-        than max_frame_age_s and those passed over for newer ones are dropped, counted."""
-        now = time.time()
-        if self.drops_allowed:
-            limit = self.cfg.runtime.max_frame_age_s
-            old = 0
-            while self.waiting and now - self.waiting[0].wall_s > limit:
-                self.waiting.popleft()
-                old += 1
-            if self.policy == "latest":
-                while len(self.waiting) > n:
-                    self.waiting.popleft()
-                    old += 1
-            self.numbers.dropped["waiting_too_long"] += old
-            if old:
-                self._mark_behind(now)
-        frames = [self.waiting.popleft() for _ in range(min(n, len(self.waiting)))]
-        if self.live and self.last_take is not None and self.under_load(now):
-            self.numbers.behind_s += now - self.last_take
-        self.last_take = now
-        self.in_flight += len(frames)
-        self.room.set()
-        return frames
-
-    def _mark_behind(self, now: float) -> None:
-        self.behind_until = now + LOAD_HOLD_S
-
-    def under_load(self, now: float | None = None) -> bool:
-        """A live source falling behind: frames were dropped for want of time within the last LOAD_HOLD_S."""
-        return self.live and (now or time.time()) < self.behind_until
+        if await self.waiting.arrive(frame):
+            self.wake()
 
     # ------------------------------------------------------------------------------------------- writing
 
@@ -236,13 +168,13 @@ class Stream:
             result.people, result.replayed = self.tracking.replayed_people(result.frame.index), True
         else:
             self.numbers.processed += 1
-        waiting = self.outbox.items
-        if self.drops_allowed and len(waiting) >= self.cfg.runtime.max_frames_per_batch:
-            stale = waiting.popleft()
-            heir = waiting[0] if waiting else result
+        unwritten = self.outbox.items
+        if self.waiting.drops_allowed and len(unwritten) >= self.cfg.runtime.max_frames_per_batch:
+            stale = unwritten.popleft()
+            heir = unwritten[0] if unwritten else result
             heir.ended_tracks = [*stale.ended_tracks, *heir.ended_tracks]
             self.numbers.dropped["output_too_slow"] += 1
-            self.in_flight -= 1
+            self.waiting.in_flight -= 1
         self.outbox.put(result)
         self.max_outbox = max(self.max_outbox, len(self.outbox))
 
@@ -250,16 +182,13 @@ class Stream:
         """A stop (Ctrl-C, SIGTERM, the window closed, the source removed): the reader stops, frames only waiting
         are left unprocessed, counted; frames the engine already took are still written."""
         self.halt.set()
-        self.stopping = True
-        self.numbers.left += len(self.waiting)
-        self.waiting.clear()
-        self.room.set()
+        self.waiting.stop()
         self._maybe_end()
 
     def release(self, n: int) -> None:
         """Frames taken that will not be written after all (a stop came before they reached the models, or a
         second Ctrl-C before they were written)."""
-        self.in_flight -= n
+        self.waiting.in_flight -= n
         self.numbers.left += n
         self._maybe_end()
 
@@ -280,7 +209,7 @@ class Stream:
         try:
             while (result := await self.outbox.get()) is not END:
                 await loop.run_in_executor(self.threads, self.write, result)
-                self.in_flight -= 1
+                self.waiting.in_flight -= 1
                 self._maybe_end()
                 self.wake()
         finally:
@@ -288,7 +217,7 @@ class Stream:
 
     def _maybe_end(self) -> None:
         """Once the reader is done and every frame taken is written, the writer finishes the outputs."""
-        if not self.ending_sent and not self.reading and self.in_flight == 0 and not self.waiting:
+        if not self.ending_sent and not self.reading and self.waiting.in_flight == 0 and not self.waiting.frames:
             self.ending_sent = True
             self.outbox.end()
 

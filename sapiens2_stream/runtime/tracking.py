@@ -4,8 +4,6 @@ recorded people of the frames a resumed run draws again. The detect and track st
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from ..detect.options import DetectorConfig
@@ -20,10 +18,9 @@ AUTO_EVERY_BEHIND = 3  # detector.every: auto, while a live source is behind
 
 
 class SourceTracking:
-    def __init__(self, detector: DetectorConfig, tracker: TrackerConfig, numbers: SourceNumbers,
-                 under_load: Callable[[], bool]) -> None:  # fmt: skip
-        """The `detector:` and `tracker:` sections; `under_load()`: whether the live source is behind now."""
-        self.every, self.numbers, self.under_load = detector.every, numbers, under_load
+    def __init__(self, detector: DetectorConfig, tracker: TrackerConfig, numbers: SourceNumbers) -> None:
+        """The `detector:` and `tracker:` sections, and the source's counters."""
+        self.every, self.numbers = detector.every, numbers
         self.tracker = Tracker(tracker)
         self.countdown = 0  # frames until the detector runs again
         self.replay: dict[int, RecordedFrame] = {}  # frame index -> its record, for frames drawn again
@@ -42,17 +39,18 @@ class SourceTracking:
         from those already written)."""
         self.tracker.next_id = max(self.tracker.next_id, first_track)
 
-    def detector_every(self) -> int:
+    def detector_every(self, behind: bool) -> int:
         if self.every == "auto":
-            return AUTO_EVERY_BEHIND if self.under_load() else 1
+            return AUTO_EVERY_BEHIND if behind else 1
         return self.every
 
-    def needs_detection(self, frame: Frame) -> bool:
-        """Whether `frame`, the next one taken, is a detector frame (the tracker carries boxes on the others)."""
+    def needs_detection(self, frame: Frame, behind: bool = False) -> bool:
+        """Whether `frame`, the next one taken, is a detector frame (the tracker carries boxes on the others);
+        `behind`: its live source was behind when it was taken."""
         if frame.index in self.replay:
             return False
         due = self.countdown <= 0
-        self.countdown = self.detector_every() - 1 if due else self.countdown - 1
+        self.countdown = self.detector_every(behind) - 1 if due else self.countdown - 1
         return due
 
     def track(self, frame: Frame, detections: np.ndarray | None) -> tuple[list[Person], list[int]]:

@@ -6,7 +6,8 @@
 
 plus users' own stages (`stages:` in the YAML, `stages=` in the Python API) wherever they say. See `base` for what
 a stage is, `runner` for how one source's stages run, `user` for users' stages. Every module of this package is
-imported here, so a built-in stage registers whatever its file is called.
+imported here, so a built-in stage registers whatever its file is called. The batch stages' path is told in
+`runtime.batch_path`.
 """
 
 from __future__ import annotations
@@ -18,21 +19,20 @@ from ...errors import Sapiens2StreamError
 from ...registry import STAGES
 from . import base
 from .base import ORDER, Stage, in_order, register_stage
-from .handoff import END, Handoff, Item
 from .runner import SourceStages
 from .user import SourceInfo, UserStage, api_stage, yaml_stage
 
 for _module in pkgutil.iter_modules(__path__):  # the built-in stages register as they are imported
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["END", "ORDER", "STAGES", "Handoff", "Item", "SourceInfo", "SourceStages", "Stage", "UserStage",
-           "api_stage", "builtin_stages", "in_order", "register_stage", "yaml_stage"]  # fmt: skip
+__all__ = ["ORDER", "STAGES", "SourceInfo", "SourceStages", "Stage", "UserStage", "api_stage", "builtin_stages",
+           "in_order", "register_stage", "yaml_stage"]  # fmt: skip
 
 
-def builtin_stages(run) -> list[Stage]:
-    """One of each built-in stage, for the run `run` (a name in `ORDER` that no file registered is a programming
+def builtin_stages() -> list[Stage]:
+    """One of each built-in stage, for one run (a name in `ORDER` that no file registered is a programming
     error)."""
     missing = [name for name in base.ORDER if name not in STAGES]
     if missing:
         raise Sapiens2StreamError(f"stages.base.ORDER names {', '.join(missing)}, which no stage file registers")
-    return [cls(run) for cls in STAGES.values()]
+    return [cls() for cls in STAGES.values()]

@@ -16,11 +16,12 @@ with `after:`. Every stage has the same four parts whatever it does:
   pass through it; a stage that only computes from people leaves them alone.
 
 Three scopes. `batch` stages (take, detect, track, infer) work on micro-batches of frames from every source, on the
-pipeline's loop (they are awaited; their state is the run's, opened once). `source` stages (temporal, smooth,
-threed, angles, kinematics, events, write, and users' own) work on one source's results in frame order on that
-source's writer thread; the runner (`stages.runner.SourceStages`) owns their order, timing, replay and failures: a
-stage that raises for one source is said once, counted, and left out for that source from then on (`summary.json`
-`errors`, /metrics, the console), while that source's other stages and every other source go on. `group` stages
+pipeline's loop, along the path `runtime.batch_path` tells (they are awaited; their state is the run's `BatchRun`,
+opened once). `source` stages (temporal, smooth, threed, angles, kinematics, events, write, and users' own) work on
+one source's results in frame order on that source's writer thread; the runner (`stages.runner.SourceStages`) owns
+their order, timing, replay and failures: a stage that raises for one source is said once, counted, and left out
+for that source from then on (`summary.json` `errors`, /metrics, the console), while that source's other stages
+and every other source go on. `group` stages
 (triangulate, group_angles, group_kinematics, write_3d, pose2sim) work across sources, once per run, after every
 source's own stages (`stages.group.GroupStages`): one takes the sources' results (`offer`) and makes moments (the
 people of a calibrated camera group in metres), which pass through the group stages after it in order (`__call__`),
@@ -43,7 +44,6 @@ class Stage:
     name: ClassVar[str] = ""
     after: ClassVar[str | None] = None  # the stage this one follows directly (None: the first): from ORDER
     scope: ClassVar[Scope] = "source"
-    apart: ClassVar[bool] = False  # batch stages: starts a lane of its own (infer overlaps the next detection)
     replay: ClassVar[bool] = False  # results redrawn by --resume pass through it
     builtin: ClassVar[bool] = True
     section: ClassVar[str | None] = None  # the YAML section the stage reads, for `list stages`
@@ -53,10 +53,6 @@ class Stage:
     files_off: ClassVar[dict[str, Any]] = {}  # keys of its section, and values, with which it writes no file: the
     # Python API's `output=None` sets them (a stage that writes files declares them here, nowhere else)
     reports: ClassVar[str | None] = None  # the key its status (`report`) has in the console's source status
-
-    def __init__(self, run=None) -> None:
-        """`run`: the pipeline (batch stages are the engine: they read its planner, streams and models)."""
-        self.run = run
 
     @classmethod
     def rank(cls) -> int:
@@ -77,7 +73,8 @@ class Stage:
         """Configuration errors this stage can find without opening anything (raise Sapiens2StreamError)."""
 
     def open(self, options, ctx) -> Any:
-        """The stage's state for one source (`ctx`: its `SourceContext`, opened; a batch stage's: the run)."""
+        """The stage's state for one source (`ctx`: its `SourceContext`, opened; a batch stage's: the run's
+        `batch_path.BatchRun`, the same for every source)."""
         return None
 
     def __call__(self, state, item):
@@ -143,6 +140,7 @@ class GroupStage(Stage):
 ORDER: tuple[str, ...] = ("take", "detect", "track", "infer", "temporal", "smooth", "threed", "angles", "kinematics",
                           "events", "write", "triangulate", "group_angles", "group_kinematics", "write_3d",
                           "pose2sim")  # fmt: skip
+
 
 def register_stage(name: str):
     """Class decorator: the built-in stage `name` (in `registry.STAGES`); its place is its position in `ORDER`."""

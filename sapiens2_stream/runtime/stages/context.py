@@ -86,7 +86,7 @@ def enabled_for(stage, cfg: PipelineConfig) -> bool:
 
 def source_context(cfg: PipelineConfig) -> SourceContext:
     """The context of the source of a single-source configuration (`PipelineConfig.per_source`)."""
-    events = any(cls(None).emits(options_of(cls, cfg)) for cls in STAGES.values() if cls.scope == "source")
+    events = any(cls().emits(options_of(cls, cfg)) for cls in STAGES.values() if cls.scope == "source")
     models = cfg.enabled_models()
     return SourceContext(cfg.source.name or cfg.name, cfg.source, Path(cfg.outputs.dir), models, events,
                          cfg.smoothing, cfg.tracker.max_lost_s, cfg.threed.lifts(models))  # fmt: skip

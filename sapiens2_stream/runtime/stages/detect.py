@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from ...detect.options import DetectorConfig
+from ..batch_path import BatchRun, Item
 from .base import Stage, register_stage
-from .handoff import Item
 
 
 @register_stage("detect")
@@ -20,20 +19,18 @@ class Detect(Stage):
     Options = DetectorConfig
     scope = "batch"
 
-    def open(self, options, run):
-        return run.planner
+    def open(self, options, batch: BatchRun) -> BatchRun:
+        return batch
 
-    async def __call__(self, planner, items: list[Item]) -> list[Item]:
-        start = time.perf_counter()
+    async def __call__(self, batch: BatchRun, items: list[Item]) -> list[Item]:
         for item in items:
-            item.detect = item.stream.tracking.needs_detection(item.frame)
-        frames = [i.frame for i in items if i.detect]
-        if frames:
-            run = self.run
+            item.detect = item.stream.tracking.needs_detection(item.frame, item.behind)
+        due = [i for i in items if i.detect]
+        if due:
+            frames, sources = [i.frame for i in due], [i.stream.cfg.source.uri for i in due]
             loop = asyncio.get_running_loop()
-            sources = [i.stream.cfg.source.uri for i in items if i.detect]
-            found = await loop.run_in_executor(run.loaded.detect_thread, run.detector.detect_frames, frames, sources)
-            for item, boxes in zip((i for i in items if i.detect), found, strict=True):
+            models = batch.models
+            found = await loop.run_in_executor(models.detect_thread, models.detector.detect_frames, frames, sources)
+            for item, boxes in zip(due, found, strict=True):
                 item.detections = boxes
-        planner.observe_detection(time.perf_counter() - start)
         return items

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ...track.options import TrackerConfig
+from ..batch_path import BatchRun, Item
 from .base import Stage, register_stage
-from .handoff import Item
 
 
 @register_stage("track")
@@ -17,7 +17,7 @@ class TrackStage(Stage):
     Options = TrackerConfig
     scope = "batch"
 
-    async def __call__(self, _, items: list[Item]) -> list[Item]:
+    async def __call__(self, _: BatchRun, items: list[Item]) -> list[Item]:
         for item in items:
             item.people, item.ended = item.stream.tracking.track(item.frame, item.detections if item.detect else None)
         return items
