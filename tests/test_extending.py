@@ -412,16 +412,24 @@ def test_every_registry_can_be_listed(capsys, kind, names):
 
 def test_a_stage_between_triangulate_and_write_3d_adds_to_every_moment_written(tmp_path, monkeypatch):
     """The cross-source stages have places in the same order: a stage after triangulate sees each moment (the
-    people in metres) before write_3d writes it, so what it adds is in OUTPUT/3d/keypoints_3d.jsonl."""
+    people in metres) before write_3d writes it, so what it adds is in OUTPUT/3d/keypoints_3d.jsonl; the status it
+    declares (`reports`) is the group's to read, as triangulate's is for the console and /metrics."""
     from tests import scenes3d as S
     from tests.test_triangulate import FPS, crossing, mocap
 
-
-
     class Heights(base.GroupStage):
+        reports = "heights"
+
+        def open(self, options, ctx, emit) -> dict:
+            return {"tallest_m": 0.0}
+
         def __call__(self, state, moment) -> None:
             for person, record in zip(moment.people, moment.record["people"], strict=True):
                 record["extra"] = {"top_m": round(float(np.nanmax(person.xyz[:, 2])), 3)}
+                state["tallest_m"] = max(state["tallest_m"], record["extra"]["top_m"])
+
+        def report(self, state) -> dict:
+            return dict(state)
 
     i = base.ORDER.index("triangulate")
     monkeypatch.setattr(base, "ORDER", (*base.ORDER[: i + 1], "heights", *base.ORDER[i + 1 :]))
@@ -436,6 +444,9 @@ def test_a_stage_between_triangulate_and_write_3d_adds_to_every_moment_written(t
     records = read_jsonl(tmp_path / "out" / "3d" / "keypoints_3d.jsonl")
     assert len(records) == 5 and all(r["people"] for r in records)
     assert all(1.0 < p["extra"]["top_m"] < 2.2 for r in records for p in r["people"])  # people's heads, metres
+    reports = stages.reports()
+    assert reports["heights"] == {"tallest_m": max(p["extra"]["top_m"] for r in records for p in r["people"])}
+    assert reports["3d"]["latest"]["time"] == records[-1]["time"] and reports["3d"]["summary"]["moments"] == 5
 
 
 def test_the_pose2sim_project_is_made_wherever_the_pipeline_runs(tmp_path, tiny_dir, clip):

@@ -306,7 +306,9 @@ def test_a_run_with_calibrated_sources_writes_its_moments(tmp_path, tiny_dir):
 
     from sapiens2_stream.runtime.prometheus import mocap_metrics
 
-    families = {f.name: f for f in mocap_metrics(pipeline.mocap.last, pipeline.mocap.summary())}
+    report = pipeline.cross.reports()["3d"]  # the triangulate stage's, as the console and /metrics read it
+    assert report["latest"]["views"] == ["cam1", "cam2"] and report["last"]["people"] == len(report["latest"]["people"])
+    families = {f.name: f for f in mocap_metrics(report["last"], report["summary"])}
     assert {"sapiens2_3d_people", "sapiens2_3d_latency_ms", "sapiens2_3d_moments_missing"} <= set(families)
 
 
@@ -415,8 +417,8 @@ def test_the_console_shows_the_people_in_3d(tmp_path):
             live.add(camera.name, i / FPS, *S.seen_by(camera, [S.walking(i / FPS)], rng), arrived=float(i))
     live.latest["people"][0]["kinematics"] = {"knee_angle_r": 41.6, "hip_flexion_l": -12.3}  # as kinematics: adds
     consoles, cfg = {}, from_dict(PipelineConfig, {"outputs": {"dir": str(tmp_path)}})
-    for name, group in (("with", live), ("without", None)):
-        run = SimpleNamespace(cfg=cfg, streams=[], mocap=group)  # a pipeline's console reads these
+    for name, group in (("with", stages), ("without", None)):
+        run = SimpleNamespace(cfg=cfg, streams=[], cross=group)  # a pipeline's console reads these
         console = Console(PipelineBackend(run, LiveViews(), RecentEvents()), ConsoleConfig(port=free_port()))
         loop = asyncio.new_event_loop()
         threading.Thread(target=loop.run_until_complete, args=(console.serve(),), daemon=True).start()

@@ -62,10 +62,11 @@ class PipelineBackend:
 
     def latest_3d(self) -> dict | None:
         """Live motion capture's latest moment ({"time": None, "people": []} before the first), or None without."""
-        mocap = self.pipeline.mocap
-        if mocap is None:
+        cross = self.pipeline.cross
+        report = cross.reports().get("3d") if cross is not None else None  # the triangulate stage's
+        if report is None:
             return None
-        return mocap.latest or {"time": None, "views": [], "people": []}
+        return report["latest"] or {"time": None, "views": [], "people": []}
 
     def view(self, name: str) -> LiveTap | None:
         stream = self.stream(name)

@@ -37,8 +37,9 @@ class MocapHub:
         self.mocap.add_frame(camera, live, wall_s, pts_s, keypoints, scores, lifted)  # under the state's lock
 
     def report(self) -> dict:
-        """For the driver: the latest moment (the console's 3-D view), its figures and the summary (/metrics)."""
-        return {"latest": self.mocap.latest, "last": self.mocap.last, "summary": self.mocap.summary()}
+        """For the driver: the triangulate stage's report, as a run's console and /metrics read it (the latest
+        moment, its figures and the summary)."""
+        return self.stages.reports()["3d"]
 
     def close(self) -> dict:
         """The last moments made and every file complete (the per-person tracks too); the summary."""

@@ -46,7 +46,7 @@ from ..io.sources import Source
 from .batch_path import BatchRun, ModelClock, run_batches
 from .device import resolve_device, resolve_dtype
 from .engine import InferenceEngine, check_model_sources
-from .live_mocap import MOMENTS, LiveMocap, Moment
+from .live_mocap import MOMENTS, Moment
 from .memory import MemoryTrim
 from .numbers import DROP_REASONS, StageTimes
 from .observer import Observer
@@ -195,7 +195,6 @@ class Pipeline:
         self.times = StageTimes()  # the batch stages: detect, track, infer
         self.monitor: Monitor | None = None  # the metrics server (runtime.metrics), from `open`
         self.cross: GroupStages | None = None  # the stages across sources (live motion capture, Pose2Sim), `open`
-        self.mocap: LiveMocap | None = None  # several calibrated cameras: triangulate's state, from `open`
         stages = arranged_stages(cfg, stages)
         self.batch_stages = [s for s in stages if s.scope == "batch"]
         self.source_stages = [s for s in stages if s.scope == "source"]
@@ -244,7 +243,6 @@ class Pipeline:
                           resumed=resumed)  # fmt: skip
             listeners = [self.on_moment] if self.on_moment else []
             self.cross = self.observe(GroupStages(self.group_stages, cfg, ctx, listeners))
-            self.mocap = self.cross.state("triangulate")
 
     def observe(self, observer: Observer) -> Observer:
         """Attach an observer (before `run`)."""

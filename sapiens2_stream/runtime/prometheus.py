@@ -80,8 +80,9 @@ class RunCollector:
         yield stage_status(reports)
         yield from event_metrics((label, r["event_counts"], r["event_counts"]["kinds"]) for label, r in reports.items()
                                  if r.get("event_counts"))  # fmt: skip
-        if self.pipeline.mocap is not None:
-            yield from mocap_metrics(self.pipeline.mocap.last, self.pipeline.mocap.summary())
+        group = self.pipeline.cross.reports() if self.pipeline.cross is not None else {}
+        if "3d" in group:  # the triangulate stage's report
+            yield from mocap_metrics(group["3d"]["last"], group["3d"]["summary"])
         device = self.pipeline.loaded.device
         if device.type == "cuda":
             gpu = GaugeMetricFamily("sapiens2_gpu_memory_bytes", "GPU memory the models hold", labels=["device"])

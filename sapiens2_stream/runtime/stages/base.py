@@ -30,12 +30,15 @@ so a later stage can add to a moment before it is written.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar, Literal
 
 from ...errors import Sapiens2StreamError
 from ...registry import STAGES, Row
 
 Scope = Literal["batch", "source", "group"]
+
+log = logging.getLogger("sapiens2_stream")
 
 
 class Stage:
@@ -150,6 +153,20 @@ def register_stage(name: str):
         return STAGES.add(cls)
 
     return register
+
+
+def reports_of(stages: list, states: dict, failed: set[str]) -> dict:
+    """Each reporting built-in stage's status now, under its `reports` key (`Stage.report`), read on the console's
+    or /metrics' thread: a stage that failed, or does not run, reports nothing, and one that cannot report now is
+    left out (the reader must not fail with it). Users' stages report through their fields and files."""
+    out = {}
+    for stage in stages:
+        if getattr(stage, "reports", None) and stage.name in states and stage.name not in failed:
+            try:
+                out[stage.reports] = stage.report(states[stage.name])
+            except Exception as e:
+                log.debug("stage %s could not report: %s", stage.name, e)
+    return out
 
 
 def report_keys() -> list[str]:

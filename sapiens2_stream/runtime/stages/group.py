@@ -29,6 +29,7 @@ from collections.abc import Callable
 from ...io.stage_files import run_jobs
 from ..live_mocap import Moment
 from ..observer import Observer
+from .base import reports_of
 from .context import GroupContext, options_of
 
 log = logging.getLogger("sapiens2_stream")
@@ -61,8 +62,13 @@ class GroupStages(Observer):
                 self._call(stage, "resume", ctx.resumed)
 
     def state(self, name: str):
-        """A group stage's state (None when it does not run): the console and /metrics read triangulate's."""
+        """A group stage's state (None when it does not run)."""
         return self.states.get(name)
+
+    def reports(self) -> dict:
+        """The group stages' status now, by their `reports` keys (`base.reports_of`): the console's 3-D view and
+        /metrics read them (triangulate's under "3d"), as a source's status is read from its stages."""
+        return reports_of(self.stages, self.states, self.failed)
 
     def start(self) -> None:
         """Start the stages' thread (once)."""

@@ -13,6 +13,7 @@ import traceback
 from ...errors import Sapiens2StreamError
 from ...io.sink import Fenced
 from ..results import FrameResult
+from .base import reports_of
 from .context import options_of
 
 log = logging.getLogger("sapiens2_stream")
@@ -85,16 +86,8 @@ class SourceStages:
                     self.fail(stage, e, None)
 
     def reports(self) -> dict:
-        """Each reporting built-in stage's status now, under its `reports` key (a stage that failed reports no
-        more; users' stages report through their fields and files)."""
-        out = {}
-        for stage in self.stages:
-            if getattr(stage, "reports", None) and stage.name in self.states and stage.name not in self.failed:
-                try:
-                    out[stage.reports] = stage.report(self.states[stage.name])
-                except Exception as e:  # read on the console's or /metrics' thread: theirs must not fail with it
-                    log.debug("stage %s could not report: %s", stage.name, e)
-        return out
+        """The source stages' status now (`base.reports_of`): the console's source status and /metrics."""
+        return reports_of(self.stages, self.states, self.failed)
 
     def summary(self) -> dict:
         """What the stages add to the source's summary."""

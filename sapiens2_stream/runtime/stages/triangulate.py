@@ -16,6 +16,7 @@ class Triangulate(GroupStage):
 
     section, doc = "threed", "a calibrated camera group's people in metres, as their results arrive (moments)"
     Options = ThreeDConfig
+    reports = "3d"
 
     def enabled(self, options: ThreeDConfig, ctx: GroupContext) -> bool:
         return bool(checked_group(options, ctx.sources))
@@ -43,3 +44,8 @@ class Triangulate(GroupStage):
 
     def summary(self, state: LiveMocap) -> dict:
         return {"live_mocap": state.summary()}
+
+    def report(self, state: LiveMocap) -> dict:
+        """The latest moment's record (the console's 3-D view; None before the first), its figures and the
+        summary so far (/metrics: `mocap_metrics`)."""
+        return {"latest": state.latest, "last": state.last, "summary": state.summary()}
