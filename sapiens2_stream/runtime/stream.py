@@ -31,7 +31,7 @@ from .resume import prepare_resume
 from .stages import SourceStages
 from .stages.context import SourceContext, options_of, source_context
 from .stages.take import Waiting
-from .tracking import SourceTracking
+from .stages.track import SourceTracking
 
 if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
     from .pipeline_config import PipelineConfig
