@@ -126,7 +126,7 @@ class Handoff:
 @dataclass
 class BatchRun:
     """What the batch stages work with: the run's streams (the list itself: sources added while running join it),
-    the planner, the models with their threads, and the run's stop signals."""
+    the planner, the models' clock, the models with their threads, the run's stop signals and its stage times."""
 
     streams: list
     planner: Planner
@@ -142,10 +142,10 @@ async def run_batches(stages: Sequence, states: dict, batch: BatchRun, observers
     """Batch after batch until every source has ended (or a stop): the path in the module docstring. `stages`: the
     batch stages, in `BATCH_STAGES`' order; `states`: what each opened (by name); `batch`: the run's (its times
     and clock are kept here); the observers are told `ending` once the last batch is delivered."""
-    take, detect, track, infer = stages
     if tuple(s.name for s in stages) != BATCH_STAGES:
         raise Sapiens2StreamError(f"the batch stages are {', '.join(BATCH_STAGES)}, in that order; a new one "
                                   "needs its place in runtime.batch_path")  # fmt: skip
+    take, detect, track, infer = stages
     prepared, clock = Handoff(), batch.clock
 
     async def timed(stage, items: list) -> tuple[list, float]:
