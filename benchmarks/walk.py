@@ -68,22 +68,23 @@ def walk() -> dict:
         crossings.setdefault(where, []).append(file)
         return None
 
-    work = Path(tempfile.mkdtemp())
-    make_clip(work / "clip.mp4", frames=2, size=(120, 160), people=1)
-    tiny = make_tiny_checkpoints(work / "tiny")
-    pipeline = Pipeline(from_dict(PipelineConfig, {
-        "source": {"uri": str(work / "clip.mp4"), "max_frames": 1},
-        "detector": {"type": "fixed", "boxes": [[40, 10, 60, 100]]},
-        "models": {"pose": {"source": str(tiny["pose"]), "input_size": [64, 48]}},
-        "outputs": {"dir": str(work / "out")}}))  # fmt: skip
-    pipeline.open()
-    threading.settrace(tracer)
-    sys.settrace(tracer)
-    try:
-        pipeline.run()
-    finally:
-        sys.settrace(None)
-        threading.settrace(None)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        make_clip(work / "clip.mp4", frames=2, size=(120, 160), people=1)
+        tiny = make_tiny_checkpoints(work / "tiny")
+        pipeline = Pipeline(from_dict(PipelineConfig, {
+            "source": {"uri": str(work / "clip.mp4"), "max_frames": 1},
+            "detector": {"type": "fixed", "boxes": [[40, 10, 60, 100]]},
+            "models": {"pose": {"source": str(tiny["pose"]), "input_size": [64, 48]}},
+            "outputs": {"dir": str(work / "out")}}))  # fmt: skip
+        pipeline.open()
+        threading.settrace(tracer)
+        sys.settrace(tracer)
+        try:
+            pipeline.run()
+        finally:
+            sys.settrace(None)
+            threading.settrace(None)
     files: set[str] = set()
     returns: Counter[str] = Counter()
     for sequence in crossings.values():

@@ -138,3 +138,17 @@ def test_a_stage_that_fails_ends_the_path_with_its_error():
     with pytest.raises(RuntimeError, match="the tracker broke"):
         asyncio.run(asyncio.wait_for(run_batches(stages, dict.fromkeys(["take", "detect", "track", "infer"]),
                                                  batch_run(), []), 5))  # fmt: skip
+
+
+def test_a_frame_s_walk_through_the_runtime_stays_told_in_one_place():
+    """`benchmarks.walk` on one frame of a real pipeline: the runtime's own route (reader, batch path, stages,
+    writer) calls back into a file it had left 8 times at 33a3caa, against 35 when the stream, the hand-off and
+    the planner each narrated part of it; a hub that starts narrating again shows here."""
+    from benchmarks.walk import walk
+
+    measured = walk()
+    route = {f: n for f, n in measured["returns_by_file"].items() if f.startswith("runtime/") and f not in (
+        "runtime/numbers.py", "runtime/device.py")}  # fmt: skip  # the stage timer and the device's helpers
+    assert sum(route.values()) <= 10, route
+    assert max(route.values()) <= 4, route
+    assert {"runtime/stages/take.py", "runtime/batch_path.py", "runtime/stages/infer.py"} <= set(measured["files"])
