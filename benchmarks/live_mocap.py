@@ -2,7 +2,7 @@
 `max_skew_s` + 20 ms. Eight cameras at 30 frames/s, each result arriving 0-20 ms after its capture (the 2-D
 pipeline's own delay, drawn at random), four people walking (tests/scenes3d.py); after 4 s one camera dies, so
 every later moment waits `max_skew_s` for it. The moments are made as in a run: by the results as they arrive and
-by `LiveMocap`'s waker on an event loop of its own (the fleet's `MocapHub`, used here in-process).
+by the group stages' thread polling for cameras gone silent (the fleet's `MocapHub`, used here in-process).
 
 Run: `python -m benchmarks.live_mocap`.
 """
@@ -25,8 +25,9 @@ def measure() -> dict:
     from benchmarks.triangulate import people
     from sapiens2_stream.config import from_dict
     from sapiens2_stream.fleet.mocap import MocapHub
-    from sapiens2_stream.runtime.live_mocap import triangulation_group
+    from sapiens2_stream.runtime.pipeline import check_group_stages, group_plan
     from sapiens2_stream.runtime.pipeline_config import PipelineConfig
+    from sapiens2_stream.runtime.stages import builtin_stages, in_order
     from sapiens2_stream.threed.calibration import write_calibration
     from tests import scenes3d as S
 
@@ -37,7 +38,8 @@ def measure() -> dict:
         "sources": [{"name": c.name, "uri": f"rtsp://127.0.0.1/{c.name}"} for c in rig],
         "outputs": {"dir": str(work / "out")}, "threed": {"calibration": str(work / "Calib.toml"), "formats": []},
     })  # fmt: skip
-    hub = MocapHub(cfg, triangulation_group(cfg), {c.name: float(FPS) for c in rig})  # with its waker, in-process
+    stages = check_group_stages(cfg, in_order(builtin_stages()))
+    hub = MocapHub(group_plan(cfg, stages, rates={c.name: float(FPS) for c in rig}))  # its stages' thread, in-process
     live = hub.mocap
     scene, rng = people(PEOPLE), np.random.default_rng(0)
     frames = round(FPS * SECONDS)

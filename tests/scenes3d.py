@@ -267,10 +267,9 @@ def camera_group(folder, cameras: int = 4, resumed: list | None = None, **sectio
     group stages for the YAML `sections` given (`resumed`: the moments of the run it continues, as `--resume`
     reads them): (the rig, the stages' runner, the names of the stages enabled)."""
     from sapiens2_stream.config import from_dict
-    from sapiens2_stream.runtime.pipeline import check_group_stages
+    from sapiens2_stream.runtime.pipeline import check_group_stages, group_plan
     from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from sapiens2_stream.runtime.stages import builtin_stages, in_order
-    from sapiens2_stream.runtime.stages.context import group_context
     from sapiens2_stream.runtime.stages.group import GroupStages
     from sapiens2_stream.threed.calibration import write_calibration
 
@@ -281,9 +280,8 @@ def camera_group(folder, cameras: int = 4, resumed: list | None = None, **sectio
         "outputs": {"dir": str(folder / "out")}, "threed": {"calibration": str(folder / "Calib.toml")}, **sections,
     })  # fmt: skip
     enabled = check_group_stages(cfg, in_order(builtin_stages()))
-    ctx = group_context(cfg)
-    ctx.rates, ctx.resumed = {c.name: 10.0 for c in cams}, resumed
-    return cams, GroupStages(enabled, cfg, ctx), [s.name for s in enabled]
+    plan = group_plan(cfg, enabled, rates={c.name: 10.0 for c in cams}, resumed=resumed)
+    return cams, GroupStages(plan), [s.name for s in enabled]
 
 
 def film(stages, cams: list, bodies, rng, noise_px: float = 1.0, first: int = 0) -> None:

@@ -180,10 +180,9 @@ def mocap(tmp_path, cameras: int, expect=("triangulate", "write_3d"), **threed):
     writing into tmp_path/out/3d, without the run: (the rig, triangulate's LiveMocap, the stages)."""
     from sapiens2_stream.config import from_dict
     from sapiens2_stream.runtime.live_mocap import triangulation_group
-    from sapiens2_stream.runtime.pipeline import check_group_stages
+    from sapiens2_stream.runtime.pipeline import check_group_stages, group_plan
     from sapiens2_stream.runtime.pipeline_config import PipelineConfig
     from sapiens2_stream.runtime.stages import builtin_stages, in_order
-    from sapiens2_stream.runtime.stages.context import group_context
     from sapiens2_stream.runtime.stages.group import GroupStages
     from sapiens2_stream.threed.calibration import write_calibration
 
@@ -199,9 +198,7 @@ def mocap(tmp_path, cameras: int, expect=("triangulate", "write_3d"), **threed):
     assert group == [c.name for c in rig]  # the lobby camera is not in the calibration
     enabled = check_group_stages(cfg, in_order(builtin_stages()))
     assert [s.name for s in enabled] == list(expect)
-    ctx = group_context(cfg)
-    ctx.rates = {c.name: 10.0 for c in rig}
-    stages = GroupStages(enabled, cfg, ctx)
+    stages = GroupStages(group_plan(cfg, enabled, rates={c.name: 10.0 for c in rig}))
     return rig, stages.state("triangulate"), stages
 
 

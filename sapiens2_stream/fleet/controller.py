@@ -28,9 +28,11 @@ from ..io.options import SourceConfig
 from ..io.sources import Source
 from ..runtime.live_mocap import triangulation_group
 from ..runtime.options import ConsoleConfig, MetricsConfig
+from ..runtime.pipeline import check_group_stages, group_plan
 from ..runtime.pipeline_config import PipelineConfig
 from ..runtime.prometheus import Endpoints, event_metrics, mocap_metrics
 from ..runtime.ray_cluster import connect, worker_plan
+from ..runtime.stages import builtin_stages, in_order
 from .mocap import MocapHub
 from .placement import place
 from .record import FleetRecord, write_marker
@@ -133,9 +135,10 @@ class Fleet:
             head = [n["NodeID"] for n in ray.nodes() if n["Alive"] and "node:__internal_head__" in n["Resources"]]
             here = NodeAffinitySchedulingStrategy(head[0] if head else ray.get_runtime_context().get_node_id(),
                                                   soft=False)  # fmt: skip
+            stages = check_group_stages(worker_cfg, in_order(builtin_stages()))
+            plan = group_plan(worker_cfg, stages, rates=rates, interrupted=lambda: True)  # a fleet is stopped
             self.hub = ray.remote(MocapHub).options(num_cpus=0, max_concurrency=4, scheduling_strategy=here,
-                                                    name=f"sapiens2-fleet-{self.id}-mocap").remote(
-                worker_cfg, rates)  # fmt: skip
+                                                    name=f"sapiens2-fleet-{self.id}-mocap").remote(plan)  # fmt: skip
 
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(next(iter(options)), 0)]
         actor = ray.remote(FleetWorker)

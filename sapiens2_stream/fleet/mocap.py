@@ -11,25 +11,18 @@ keep the nodes' clocks in step (NTP), or the moments pair the wrong frames.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..runtime.live_mocap import LiveMocap, result_view
 from ..runtime.observer import Observer
-from ..runtime.pipeline import check_group_stages
-from ..runtime.pipeline_config import PipelineConfig
-from ..runtime.stages import builtin_stages, in_order
-from ..runtime.stages.context import group_context
-from ..runtime.stages.group import GroupStages
+from ..runtime.stages.group import GroupPlan, GroupStages
 
 
 class MocapHub:
     """The one place a fleet's group is triangulated (a Ray actor; `add_frame` calls come from every worker): the
     run's own group stages (triangulate, write_3d and any between), as a single run has them."""
 
-    def __init__(self, cfg: PipelineConfig, rates: dict[str, float | None]) -> None:
-        stages = check_group_stages(cfg, in_order(builtin_stages()))
-        ctx = replace(group_context(cfg), rates=rates, interrupted=lambda: True)  # a fleet is stopped
-        self.stages = GroupStages(stages, cfg, ctx)
+    def __init__(self, plan: GroupPlan) -> None:
+        """`plan`: the run's group stages, cut from its configuration by the driver (`pipeline.group_plan`)."""
+        self.stages = GroupStages(plan)
         self.mocap: LiveMocap = self.stages.state("triangulate")
         self.stages.start()  # polled there: moments whose cameras went silent still come out
 

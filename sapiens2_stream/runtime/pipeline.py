@@ -54,8 +54,7 @@ from .pipeline_config import PipelineConfig
 from .prometheus import Monitor
 from .results import FrameResult
 from .stages import STAGES, api_stage, builtin_stages, in_order, yaml_stage
-from .stages.context import enabled_for, group_context, options_of
-from .stages.group import GroupStages
+from .stages.group import GroupPlan, GroupStages
 from .stages.take import Planner
 from .stream import Stream, check_stages, source_error
 from .threads import census
@@ -138,17 +137,24 @@ def check_run(cfg: PipelineConfig, given: list = ()) -> list:
     check_detector(cfg.detector)
     if cfg.outputs.mqtt.host and cfg.outputs.mqtt.tls is not None:
         tls_context(cfg.outputs.mqtt.tls)
-    return [s for s in stages if (enabled_for(s, cfg) if s.scope == "group" else
-                                  any(enabled_for(s, single) for single in singles))]  # fmt: skip
+    return [s for s in stages if (cfg.runs(s) if s.scope == "group" else
+                                  any(single.runs(s) for single in singles))]  # fmt: skip
 
 
 def check_group_stages(cfg: PipelineConfig, stages: list) -> list:
     """The group stages that run for `cfg` (the whole configuration), each checked."""
-    ctx = group_context(cfg)
-    enabled = [s for s in stages if s.scope == "group" and s.enabled(options_of(s, cfg), ctx)]
+    ctx = cfg.group_context()
+    enabled = [s for s in stages if s.scope == "group" and s.enabled(cfg.options_for(s), ctx)]
     for stage in enabled:
-        stage.check(options_of(stage, cfg), ctx)
+        stage.check(cfg.options_for(stage), ctx)
     return enabled
+
+
+def group_plan(cfg: PipelineConfig, stages: list, **context) -> GroupPlan:
+    """What the group stages `stages` (enabled and checked for `cfg`) are given: each its own section of `cfg`, and
+    the run's context with `context` (what is known once the run opens: rates, MQTT, ...). A run opens them with
+    it; a fleet's driver sends it to its hub."""
+    return GroupPlan(stages, {s.name: cfg.options_for(s) for s in stages}, replace(cfg.group_context(), **context))
 
 
 class ResultCallback(Observer):
@@ -232,17 +238,16 @@ class Pipeline:
         self.mqtt = MqttClient(cfg.outputs.mqtt) if cfg.outputs.mqtt.host else None
         for stream in self.streams:
             stream.open(self.source_stages, self.mqtt)
-        self.batch_states = {s.name: s.open(options_of(s, cfg), self.batch) for s in self.batch_stages}
+        self.batch_states = {s.name: s.open(cfg.options_for(s), self.batch) for s in self.batch_stages}
         if rt.metrics.port is not None:
             self.monitor = self.observe(Monitor(self, rt.metrics))
         if self.group_stages:
             rates = {s.label: s.source.rate or s.source.fps for s in self.streams}
             moments = Path(cfg.outputs.dir) / MOMENTS
             resumed = read_moments(moments, cut=True) if self.resuming and moments.exists() else None
-            ctx = replace(group_context(cfg), rates=rates, mqtt=self.mqtt, interrupted=lambda: self.interrupted,
-                          resumed=resumed)  # fmt: skip
-            listeners = [self.on_moment] if self.on_moment else []
-            self.cross = self.observe(GroupStages(self.group_stages, cfg, ctx, listeners))
+            plan = group_plan(cfg, self.group_stages, rates=rates, mqtt=self.mqtt,
+                              interrupted=lambda: self.interrupted, resumed=resumed)  # fmt: skip
+            self.cross = self.observe(GroupStages(plan, [self.on_moment] if self.on_moment else []))
 
     def observe(self, observer: Observer) -> Observer:
         """Attach an observer (before `run`)."""

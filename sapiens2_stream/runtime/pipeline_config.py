@@ -16,7 +16,7 @@ import dataclasses
 import importlib
 from dataclasses import field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import config as kit
 from ..config import SOURCE_NAME, apply_sources, expand_env, from_dict, parse_yaml, section, set_dotted
@@ -26,6 +26,9 @@ from ..io.options import SourceConfig
 from ..models.tasks import pipeline_tasks
 from ..user_stages import StageConfig
 from .options import ModelSection, check_temporal
+
+if TYPE_CHECKING:  # (the stages package imports every stage, and every stage's heavy imports: at call time only)
+    from .stages.context import GroupContext, SourceContext
 
 # The packages' options modules, in the order their sections come in the YAML (each declares its own).
 OPTIONS = ("detect.options", "track.options", "runtime.options", "io.options", "threed.options", "angles.options",
@@ -64,6 +67,44 @@ class PipelineBase:
         outputs = dataclasses.replace(self.outputs, dir=str(Path(self.outputs.dir) / src.name))
         events = self.events if src.events is None else src.events
         return dataclasses.replace(self, source=src, sources=None, outputs=outputs, events=events)
+
+    # What a stage is given: its own section and a context, never the whole configuration. These are the one place
+    # that reads a whole configuration on the stages' behalf (the contexts' fields: `runtime/stages/context.py`).
+
+    def options_for(self, stage) -> Any:
+        """The section `stage` reads (`stage.section`, dotted: `outputs.pose2sim`); None for a stage without one
+        (users' stages: their options were given when they were made)."""
+        key = getattr(stage, "section", None)
+        value: Any = self if key else None
+        for part in key.split(".") if key else ():
+            value = getattr(value, part)
+        return value
+
+    def source_context(self) -> SourceContext:
+        """The context of the source of this single-source configuration (`per_source`)."""
+        from ..registry import STAGES
+        from .stages.context import SourceContext
+
+        events = any(cls().emits(self.options_for(cls)) for cls in STAGES.values() if cls.scope == "source")
+        models = self.enabled_models()
+        return SourceContext(self.source.name or self.name, self.source, Path(self.outputs.dir), models, events,
+                             self.smoothing, self.tracker.max_lost_s, self.threed.lifts(models))  # fmt: skip
+
+    def group_context(self) -> GroupContext:
+        """The context of the run of this (whole) configuration: several sources or one."""
+        from .live_mocap import triangulation_group
+        from .stages.context import GroupContext
+
+        folders = {c.source.name: Path(c.outputs.dir) for c in self.per_source()}
+        sources = list(self.sources or [])
+        return GroupContext(sources, triangulation_group(self.threed, sources), folders, Path(self.outputs.dir),
+                            self.outputs.mqtt.topic)  # fmt: skip
+
+    def runs(self, stage) -> bool:
+        """Whether `stage` runs here (a source stage: for this single-source configuration; a group stage: for
+        this whole one)."""
+        ctx = self.group_context() if stage.scope == "group" else self.source_context()
+        return stage.scope == "batch" or stage.enabled(self.options_for(stage), ctx)
 
 
 

@@ -29,7 +29,7 @@ from .numbers import SourceNumbers
 from .results import FrameResult
 from .resume import prepare_resume
 from .stages import SourceStages
-from .stages.context import SourceContext, options_of, source_context
+from .stages.context import SourceContext
 from .stages.take import Waiting
 from .stages.track import SourceTracking
 
@@ -40,9 +40,9 @@ if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so th
 def check_stages(cfg: PipelineConfig, stages: list) -> None:
     """Configuration errors of one source (its single-source `cfg`) that its stages can find without opening
     anything."""
-    ctx = source_context(cfg)
+    ctx = cfg.source_context()
     for stage in stages:
-        options = options_of(stage, cfg)
+        options = cfg.options_for(stage)
         if stage.scope == "source" and stage.enabled(options, ctx):
             stage.check(options, ctx)
 
@@ -108,7 +108,7 @@ class Stream:
         """What this source's stages are told of it (opened: the reader, the run continued, the counters, what its
         sinks share with the run, and the run's observers for each result written)."""
         sinks = SinkSetup(self.feed, self.on_quit, self.resumed, self.mqtt, self.check_folder)
-        return replace(source_context(self.cfg), reader=self.source, resumed=self.resumed, numbers=self.numbers,
+        return replace(self.cfg.source_context(), reader=self.source, resumed=self.resumed, numbers=self.numbers,
                        sinks=sinks, tell=self.tell)  # fmt: skip
 
     def tell(self, result: FrameResult) -> None:

@@ -1,9 +1,10 @@
 """What a stage is given besides its own section: a small context, never the whole configuration.
 
-The runner cuts each source's single-source configuration into the stage's own section (`options_of`: the
+The runner cuts each source's single-source configuration into the stage's own section (`options_for`: the
 section its class names, `Stage.section`) and a `SourceContext` (what a source stage may know of its source and of
-the stages before it); a group stage gets its section and a `GroupContext` (the run's sources and folders). These
-two functions are the one place that reads a whole configuration on the stages' behalf.
+the stages before it); a group stage gets its section and a `GroupContext` (the run's sources and folders). The
+configuration cuts itself (`PipelineBase.options_for`, `source_context`, `group_context` in `pipeline_config.py`):
+this module knows nothing of its whole shape.
 """
 
 from __future__ import annotations
@@ -11,17 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...io.options import SourceConfig
 from ...io.stage_files import FileOutbox
-from ...registry import STAGES
 from ...track.options import SmoothingConfig
-from ..live_mocap import triangulation_group
 from ..options import ModelSection
-
-if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
-    from ..pipeline_config import PipelineConfig
 
 
 @dataclass
@@ -66,35 +62,3 @@ class GroupContext:
     # back (io.records.RecordedMoment)
     files: FileOutbox = field(default_factory=FileOutbox)  # the files the group stages make at the end, handed to
     # the group's `stage_files` sink (stages.group), never written by a stage itself
-
-
-def options_of(stage, cfg: PipelineConfig) -> Any:
-    """The section a stage reads (`stage.section`, dotted: `outputs.pose2sim`) of `cfg`; None for a stage without
-    one (users' stages: their options were given when they were made)."""
-    key = getattr(stage, "section", None)
-    value: Any = cfg if key else None
-    for part in key.split(".") if key else ():
-        value = getattr(value, part)
-    return value
-
-
-def enabled_for(stage, cfg: PipelineConfig) -> bool:
-    """Whether `stage` runs for `cfg` (a source stage: a single-source configuration; a group stage: the run's)."""
-    ctx = group_context(cfg) if stage.scope == "group" else source_context(cfg)
-    return stage.scope == "batch" or stage.enabled(options_of(stage, cfg), ctx)
-
-
-def source_context(cfg: PipelineConfig) -> SourceContext:
-    """The context of the source of a single-source configuration (`PipelineConfig.per_source`)."""
-    events = any(cls().emits(options_of(cls, cfg)) for cls in STAGES.values() if cls.scope == "source")
-    models = cfg.enabled_models()
-    return SourceContext(cfg.source.name or cfg.name, cfg.source, Path(cfg.outputs.dir), models, events,
-                         cfg.smoothing, cfg.tracker.max_lost_s, cfg.threed.lifts(models))  # fmt: skip
-
-
-def group_context(cfg: PipelineConfig) -> GroupContext:
-    """The context of the run of configuration `cfg` (the whole, several sources or one)."""
-    folders = {c.source.name: Path(c.outputs.dir) for c in cfg.per_source()}
-    sources = list(cfg.sources or [])
-    return GroupContext(sources, triangulation_group(cfg.threed, sources), folders, Path(cfg.outputs.dir),
-                        cfg.outputs.mqtt.topic)  # fmt: skip

@@ -25,12 +25,14 @@ import queue
 import threading
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from ...io.stage_files import run_jobs
 from ..live_mocap import Moment
 from ..observer import Observer
 from .base import reports_of
-from .context import GroupContext, options_of
+from .context import GroupContext
 
 log = logging.getLogger("sapiens2_stream")
 
@@ -38,13 +40,25 @@ WAKE_S = 0.005  # how often the stages are polled when nothing comes
 END = object()
 
 
+@dataclass
+class GroupPlan:
+    """What a run's group stages are given, cut from the run's configuration by the runner (`pipeline.group_plan`):
+    the enabled stages in order, each one's own section by its name, and the run's context. Plain data: a fleet's
+    driver sends it to its hub, which opens the stages where their files are written (`fleet.mocap`)."""
+
+    stages: list
+    options: dict[str, Any]
+    ctx: GroupContext
+
+
 class GroupStages(Observer):
     """The enabled group stages of a run, in order, their states and the thread they run on."""
 
-    def __init__(self, stages: list, cfg, ctx: GroupContext, listeners: list[Callable[[Moment], None]] = ()) -> None:
-        """`stages`: the enabled group stages in order, each opened with its own section of the run's
-        configuration `cfg` and the run's context `ctx`. `listeners`: each moment once it has passed every stage
-        (the Python API's `on_moment`), on the stages' thread; one that raises is said and left out as a stage."""
+    def __init__(self, plan: GroupPlan, listeners: list[Callable[[Moment], None]] = ()) -> None:
+        """`plan`: the enabled group stages in order, each opened here with its own section and the run's context.
+        `listeners`: each moment once it has passed every stage (the Python API's `on_moment`), on the stages'
+        thread; one that raises is said and left out as a stage."""
+        stages, ctx = plan.stages, plan.ctx
         self.stages = stages
         self.listeners = list(listeners)
         self.outbox, self.out_dir = ctx.files, ctx.out_dir  # the files the stages make at the end: written here
@@ -56,7 +70,7 @@ class GroupStages(Observer):
         self.thread: threading.Thread | None = None
         for i, stage in enumerate(stages):
             emit = lambda moment, after=i + 1: self.pass_on(after, moment)  # noqa: E731
-            self.states[stage.name] = stage.open(options_of(stage, cfg), ctx, emit)
+            self.states[stage.name] = stage.open(plan.options[stage.name], ctx, emit)
         if ctx.resumed:
             for stage in stages:
                 self._call(stage, "resume", ctx.resumed)

@@ -14,7 +14,6 @@ from ...errors import Sapiens2StreamError
 from ...io.sink import Fenced
 from ..results import FrameResult
 from .base import reports_of
-from .context import options_of
 
 log = logging.getLogger("sapiens2_stream")
 
@@ -25,7 +24,7 @@ class SourceStages:
         given its own section of the source's configuration and the source's context (`stream.context()`)."""
         self.stream = stream
         self.ctx = stream.context()
-        self.options = {s.name: options_of(s, stream.cfg) for s in stages}
+        self.options = {s.name: stream.cfg.options_for(s) for s in stages}
         self.stages = [s for s in stages if s.enabled(self.options[s.name], self.ctx)]
         self.states: dict[str, object] = {}
         self.failed: set[str] = set()
