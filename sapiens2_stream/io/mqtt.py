@@ -28,8 +28,8 @@ from pathlib import Path
 
 from ..errors import Sapiens2StreamError
 from .options import MqttOutput, MqttTls
-from .records import mqtt_message
-from .sink import Sink, rounded
+from .records import mqtt_message, rounded
+from .sink import Sink
 
 log = logging.getLogger("sapiens2_stream")
 

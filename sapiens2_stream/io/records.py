@@ -7,7 +7,9 @@ that shows it.
 And the one way back: what reads a run's records (resume, the track files, the Pose2Sim export, the angles and
 kinematics commands, the labeller, calibration from people, ...) reads them through `read_frames` and
 `read_moments` as typed records, `RecordedFrame` of `RecordedPerson` (results.jsonl) and `RecordedMoment` of
-`RecordedMomentPerson` (a camera group's 3d/keypoints_3d.jsonl), never by string keys of its own.
+`RecordedMomentPerson` (a camera group's 3d/keypoints_3d.jsonl), never by string keys of its own. How a record
+rounds its numbers is here too (`rounded`, `as_recorded`): what keeps the state built from results (the smoother's,
+the angles') reproducible from the records.
 """
 
 from __future__ import annotations
@@ -19,8 +21,35 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import Sapiens2StreamError
-from ..models.metadata import pose_metadata
-from .sink import METRE_DIGITS, PTS_DIGITS, SCORE_DIGITS, best_keypoints, rounded, rounded_points, seg_counts
+from ..models.metadata import NUM_SEG_CLASSES, pose_metadata
+from .sink import best_keypoints
+
+PX_DIGITS, SCORE_DIGITS, PTS_DIGITS, METRE_DIGITS = 2, 4, 6, 4  # what the JSONL keeps: 0.01 px, 1e-4 score, 1 us,
+# 0.1 mm
+
+
+def rounded(a: np.ndarray | None, digits: int = PX_DIGITS) -> list | None:
+    """An array as a JSON list, rounded (0.01 px by default)."""
+    return None if a is None else np.round(np.asarray(a, np.float64), digits).tolist()
+
+
+def rounded_points(a: np.ndarray, digits: int) -> list:
+    """[N, D] points as JSON lists, rounded, a point with no value (NaN) as null."""
+    return [None if not np.isfinite(p).all() else [round(float(v), digits) for v in p] for p in np.asarray(a)]
+
+
+def as_recorded(pts_s: float, keypoints: np.ndarray, scores: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """A person's time, keypoints and scores exactly as the JSONL records them. The smoother takes these, so a
+    resumed run that replays the records reproduces its state bit for bit (a score rounded across the gating
+    threshold would otherwise change it)."""
+    return (round(pts_s, PTS_DIGITS), np.round(np.asarray(keypoints, np.float64), PX_DIGITS),
+            np.round(np.asarray(scores, np.float64), SCORE_DIGITS))  # fmt: skip
+
+
+def seg_counts(labels: np.ndarray) -> dict[int, int]:
+    """Pixels per body-part class (the classes present)."""
+    counts = np.bincount(labels.ravel(), minlength=NUM_SEG_CLASSES)
+    return {int(c): int(n) for c, n in enumerate(counts) if n}
 
 
 def frame_fields(result, source: str) -> dict:

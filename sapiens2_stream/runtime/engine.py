@@ -14,7 +14,7 @@ from ..deploy.exported import ExportedModel
 from ..deploy.parity import fp8_gate
 from ..errors import Sapiens2StreamError
 from ..io.sources import Frame
-from ..models import load_model, pipeline_tasks, task_spec
+from ..models import load_model, pipeline_tasks
 from ..models.fp8 import fp8_refusal
 from ..models.loading import locate_checkpoint
 from ..models.network import Sapiens2Network
@@ -86,10 +86,9 @@ class InferenceEngine:
         self.device, self.dtype = device, dtype
         self.models = {}
         self.sizes: dict[str, tuple[int, int]] = {}  # each model's input (height, width): the YAML's, or its own
-        for spec in pipeline_tasks():  # the table's order: the order a batch launches them in
-            task = spec.name
-            if task not in models:
-                continue
+        # each running task's entry of the task table, looked up once (not in every batch)
+        self.specs = {spec.name: spec for spec in pipeline_tasks() if spec.name in models}
+        for task in self.specs:  # the table's order: the order a batch launches them in
             section = models[task]
             if section.runtime != "torch":  # a folder export-model wrote, run by its own runtime
                 exported = ExportedModel(section.source, task, section.runtime, section.input_size, device)
@@ -116,7 +115,7 @@ class InferenceEngine:
             if not isinstance(model, Sapiens2Network):
                 continue
             predictor = model.decode_head.predictor
-            if task_spec(task).fuse_flip and not compiled and predictor.in_channels < predictor.out_channels:
+            if self.specs[task].fuse_flip and not compiled and predictor.in_channels < predictor.out_channels:
                 self.fused_flip.add(task)
         self.transfers = transfers_for(device, list(self.models))
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sapiens2-device",
@@ -170,7 +169,7 @@ class InferenceEngine:
             if not isinstance(model, Sapiens2Network):
                 continue
             cfg = self.cfg[task]
-            most = cfg.max_batch if task_spec(task).per_person else min(cfg.max_batch, max_frames)
+            most = cfg.max_batch if self.specs[task].per_person else min(cfg.max_batch, max_frames)
             flips = {"on": (True,), "off": (False,)}.get(cfg.flip, (False, True))
             shapes = set()
             for n in [b for b in BUCKETS if b < bucket_size(most)] + [bucket_size(most)]:  # every padded size
@@ -188,7 +187,7 @@ class InferenceEngine:
         """The task's outputs for batch x, flip TTA merged in. A batch that runs out of device memory is split
         in two and retried (recursively), and the split is reported in `events`."""
         n = x.shape[0]
-        spec = task_spec(task)
+        spec = self.specs[task]
         batch = pad_to_bucket(x) if self.compiled else x
         try:
             if flip and task in self.fused_flip:
@@ -224,7 +223,7 @@ class InferenceEngine:
     def _launch(self, task: str, images: list[torch.Tensor], results: list[FrameResult], flip: bool) -> Outputs:
         """Queue the task's work for the batch: the forward and the table's post-processing; the outputs stay on
         the device."""
-        spec, cfg = task_spec(task), self.cfg[task]
+        spec, cfg = self.specs[task], self.cfg[task]
         if spec.per_person:
             return self._launch_crops(task, images, results, flip)
         width = self.seg_width if spec.temporal is not None and spec.temporal.kind == "seg" else None
@@ -240,7 +239,7 @@ class InferenceEngine:
 
     def _launch_crops(self, task: str, images: list[torch.Tensor], results: list[FrameResult], flip: bool) -> Outputs:
         """A per-person task: every person's crop, batched across frames; one output of every crop's arrays."""
-        spec, cfg = task_spec(task), self.cfg[task]
+        spec, cfg = self.specs[task], self.cfg[task]
         boxes = [np.array([p.box for p in r.people], np.float32).reshape(-1, 4) for r in results]
         size = self.sizes[task]
         crops = crop_persons(images, boxes, size, device=self.device, dtype=self.input_dtype(task))
@@ -253,7 +252,7 @@ class InferenceEngine:
     def _assemble(self, task: str, results: list[FrameResult], outputs: Outputs) -> None:
         """Hand the host copies of the task's outputs to the results they belong to."""
         keep = self.transfers.keep
-        if task_spec(task).per_person:
+        if self.specs[task].per_person:
             if outputs:
                 people = [p for r in results for p in r.people]
                 for name, value in outputs[0].items():

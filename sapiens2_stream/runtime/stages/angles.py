@@ -12,7 +12,8 @@ from ...angles.options import AnglesConfig
 from ...angles.recompute import camera_up, source_frames
 from ...angles.tracks import Seen, TrackAngles
 from ...config import DEFAULT_FPS
-from ...io.sink import METRE_DIGITS, PTS_DIGITS, SCORE_DIGITS, as_recorded, best_keypoints
+from ...io.records import METRE_DIGITS, PTS_DIGITS, SCORE_DIGITS, as_recorded
+from ...io.sink import best_keypoints
 from ...io.stage_files import FileOutbox
 from ..results import FrameResult
 from .base import Stage, register_stage

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...io.sink import METRE_DIGITS, PTS_DIGITS, SCORE_DIGITS, rounded_points
+from ...io.records import METRE_DIGITS, PTS_DIGITS, SCORE_DIGITS, rounded_points
 from ...io.stage_files import FileOutbox
 from ...kinematics.live import LiveKinematics
 from ...kinematics.opensim_files import need_opensim, setup_dir

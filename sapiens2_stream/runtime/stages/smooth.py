@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...io.sink import as_recorded
+from ...io.records import as_recorded
 from ...track import OnlineSmoother
 from ...track.options import SmoothingConfig
 from ..results import FrameResult
