@@ -26,7 +26,11 @@ def task_ids() -> set[int]:
 
 
 def thread_name(tid: int) -> str:
-    """A thread's own name (Python's, or what a native library calls it), or "?" once it has ended."""
+    """A thread's name: Python's for a Python thread (Python 3.11 gives the system none), else what a native
+    library calls itself (its `comm`), or "?" once it has ended."""
+    python = {t.native_id: t.name for t in threading.enumerate()}
+    if tid in python:
+        return f"{python[tid]} (Python)"
     try:
         return Path(f"/proc/self/task/{tid}/comm").read_text().strip()
     except OSError:
@@ -91,7 +95,8 @@ def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
         runner.join(60)
     assert frames >= 20  # the cameras ran through the window
     started = sorted(name for tid, name in new.items() if tid != watcher_id)
-    assert not started, f"{len(started)} threads started during {frames} frames: {started}"
+    others = sorted(t.name for t in threading.enumerate())  # what else this test process runs (earlier tests')
+    assert not started, f"{len(started)} threads started during {frames} frames: {started}; Python's: {others}"
     # the census: every thread of ours by what it does, the rest native
     for kind in ("stream-cam1", "stream-cam2", "sapiens2-device", "sapiens2-detect", "metrics", "MainThread"):
         assert threads.get(kind, 0) >= 1, (kind, threads)
