@@ -418,8 +418,9 @@ def test_the_console_shows_the_people_in_3d(tmp_path):
         run = SimpleNamespace(cfg=cfg, streams=[], cross=group)  # a pipeline's console reads these
         console = Console(PipelineBackend(run, LiveViews(), RecentEvents()), ConsoleConfig(port=free_port()))
         loop = asyncio.new_event_loop()
-        threading.Thread(target=loop.run_until_complete, args=(console.serve(),), daemon=True).start()
-        consoles[name] = (console, loop)
+        thread = threading.Thread(target=loop.run_until_complete, args=(console.serve(),), daemon=True)
+        thread.start()
+        consoles[name] = (console, loop, thread)
     try:
         port, other = consoles["with"][0].port, consoles["without"][0].port
         wait_until(lambda: call(port, "/api/v1/3d")[0] == 200 and call(other, "/api/v1/3d")[0] == 404, 30, "consoles")
@@ -442,8 +443,10 @@ def test_the_console_shows_the_people_in_3d(tmp_path):
             finally:
                 browser.close()
     finally:
-        for console, loop in consoles.values():
+        for console, loop, thread in consoles.values():
             loop.call_soon_threadsafe(console.close)
+            thread.join(10)
+    assert not any(thread.is_alive() for *_, thread in consoles.values()), "a console's server did not end"
     assert abs(moment["time"] - 0.9) < 1e-6 and moment["views"] == ["cam1", "cam2"]
     header, row = (line.split("\t") for line in coordinates)  # each person's OpenSim coordinates, rounded
     assert dict(zip(header, row, strict=True))["knee_angle_r"] == "42" and "-12" in row and "-" in row

@@ -160,7 +160,7 @@ class VideoWriter:
                     self.container.mux(packet)
             finally:
                 self.container.close()
-                self.container = None
+                self.container = self.stream = None  # the encoder's threads and buffers go now, not at a GC
             if self.frames and self.path is not None and failure is None:
                 finalize(self.path, audio_source, end_s)
         if failure is not None:  # the frames before it are in the file, which plays
