@@ -108,13 +108,14 @@ def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
 
 
 def test_a_finished_run_keeps_no_encoder_or_decoder_until_a_garbage_collection(tmp_path, tiny_dir):
-    """A run's codecs (the source's decoder, the annotated video's x264 encoder) are freed when the run ends, not
-    when the garbage collector next breaks the cycles a finished pipeline is left in: each holds its threads
-    (x264: four on two cores) and its buffers, and a process that runs pipeline after pipeline (`batch`'s workers,
-    the Python API, a fleet worker's cameras coming and going) gathered them (before: 25 threads after ten runs,
-    5 now)."""
+    """A run's codecs (the source's decoder, the annotated video's x264 encoder, the console's hold on it) are freed
+    when the run ends, not when the garbage collector next breaks the cycles a finished pipeline is left in: each
+    holds its threads (x264: four on two cores) and its buffers, and a process that runs pipeline after pipeline
+    (`batch`'s workers, the Python API, a fleet worker's cameras coming and going) gathered them (before: 25 threads
+    after ten runs, 5-8 now)."""
     import av
 
+    from sapiens2_stream.console.live import LiveViews
     from sapiens2_stream.io.synthetic import make_clip
 
     def codecs() -> dict[int, str]:
@@ -129,7 +130,9 @@ def test_a_finished_run_keeps_no_encoder_or_decoder_until_a_garbage_collection(t
     before = codecs()
     gc.disable()  # the finished pipeline's cycles stay: only what the run itself let go is gone
     try:
-        summary = Pipeline(cfg).run()
+        pipeline = Pipeline(cfg)
+        pipeline.observe(LiveViews())  # the console's live view, which holds the recorder's stream while it runs
+        summary = pipeline.run()
         left = {key: name for key, name in codecs().items() if key not in before}
     finally:
         gc.enable()

@@ -139,10 +139,13 @@ class LiveTap:
         self.gop.append((number, fragment))
 
     def close(self) -> None:
+        """The source ended: its recorder's stream is let go (its encoder, threads and buffers with it); the
+        latest picture and the fragments stay for the console."""
         with self.lock:
             if self.muxer is not None:
                 self.muxer.close()
                 self.muxer = None
+            self.source_stream = self.out_stream = None
 
     # ------------------------------------------------------------------------------------------- console side
 
