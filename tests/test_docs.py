@@ -58,6 +58,8 @@ def test_the_readme_is_short_and_every_link_resolves():
     assert len(local) >= 15 and all((ROOT / link).exists() for link in local), local
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci in readme  # the README's test command is exactly what CI runs
+    cuda = (ROOT / "tests" / "test_cuda.py").read_text()  # every test of it marked `cuda`, none parametrized
+    assert "parametrize" not in cuda and f"as the {len(re.findall(r'^def test_', cuda, re.M))} CUDA tests" in readme
 
 
 def test_the_site_builds_strictly(tmp_path):
