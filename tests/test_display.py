@@ -30,10 +30,12 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def x_display():
-    """A fresh virtual X server; its display name, e.g. ':5'."""
+    """A fresh virtual X server; its display name, e.g. ':5'. `-noreset`: by default Xvfb resets itself whenever its
+    last client leaves (every xdotool call, the check below), and a client connecting during the reset is dropped:
+    once the run's window could not connect ("could not connect to display"), its test failed (xorg/xserver#1102)."""
     read, write = os.pipe()
     server = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write), "-screen", "0", "800x600x24", "-nolisten", "tcp"],
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", "800x600x24", "-nolisten", "tcp", "-noreset"],
         pass_fds=[write], stderr=subprocess.DEVNULL,
     )  # fmt: skip
     os.close(write)
