@@ -15,11 +15,12 @@ from pathlib import Path
 from sapiens2_stream.config import from_dict
 from sapiens2_stream.console.pipeline_backend import PipelineConsole
 from sapiens2_stream.io.sources import SourceStats
+from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.runtime.numbers import SourceNumbers
 from sapiens2_stream.runtime.pipeline import Pipeline
 from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 from tests.test_integrations import wait_until
-from tests.test_pipeline import free_port, source_summary
+from tests.test_pipeline import config, free_port, source_summary
 
 CAMERA = "lavfi:testsrc2=size=320x240:rate=10,realtime"
 
@@ -53,7 +54,7 @@ def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
     theirs (a Ray client, servers, codecs waiting for a garbage collection) is not counted, and the check that an
     earlier run left no thread behind always has one."""
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as child:
-        seen = child.submit(watched_run, str(tiny_dir["pose"]), str(tmp_path)).result(timeout=300)
+        seen = child.submit(watched_run, tiny_dir, tmp_path).result(timeout=300)
     assert seen["frames"] >= 20  # the cameras ran through the window
     started = seen["started"]
     assert not started, (f"{len(started)} threads started during {seen['frames']} frames: {started}; "
@@ -66,27 +67,16 @@ def test_no_thread_is_started_per_frame_or_per_request(tmp_path, tiny_dir):
     assert seen["device_threads"] == 1  # the earlier run left none behind
 
 
-def short_clip_run(pose: str, folder: Path) -> PipelineConfig:
-    """A run of four frames of a generated clip in `folder` with the tiny pose model and the annotated video."""
-    from sapiens2_stream.io.synthetic import make_clip
-
-    make_clip(folder / "clip.mp4", frames=4, size=(120, 160), people=1)
-    return from_dict(PipelineConfig, {
-        "source": {"uri": str(folder / "clip.mp4")}, "detector": {"type": "fixed", "boxes": [[40, 10, 60, 100]]},
-        "models": {"pose": {"source": pose, "input_size": [64, 48]}},
-        "outputs": {"dir": str(folder / "out")}})  # fmt: skip
-
-
-def watched_run(pose: str, folder: str) -> dict:
+def watched_run(tiny_dir: dict, out: Path) -> dict:
     """`test_no_thread_is_started_per_frame_or_per_request`'s run, in its process: a short file run first, then the
     two cameras watched; what it saw."""
-    out = Path(folder)
-    Pipeline(short_clip_run(pose, out / "earlier")).run()
+    make_clip(out / "clip.mp4", frames=4)
+    Pipeline(config(out / "earlier", tiny_dir, out / "clip.mp4")).run()
     console, metrics = free_port(), free_port()
     cfg = from_dict(PipelineConfig, {
         "sources": [{"name": f"cam{i}", "uri": CAMERA} for i in (1, 2)],
         "detector": {"type": "full_frame"},
-        "models": {"pose": {"source": pose, "input_size": [128, 96], "flip": "off"}},
+        "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [128, 96], "flip": "off"}},
         "outputs": {"dir": str(out / "out")},
         "runtime": {"device": "cpu", "threads": 1, "console": {"port": console}, "metrics": {"port": metrics}},
     })  # fmt: skip
@@ -146,7 +136,8 @@ def test_a_finished_run_keeps_no_encoder_or_decoder_until_a_garbage_collection(t
         kind = av.codec.context.CodecContext  # by type(): isinstance would touch lazy objects (a torch warning)
         return {id(o): type(o).__name__ for o in gc.get_objects() if issubclass(type(o), kind)}
 
-    cfg = short_clip_run(str(tiny_dir["pose"]), tmp_path)
+    make_clip(tmp_path / "clip.mp4", frames=4)
+    cfg = config(tmp_path, tiny_dir, tmp_path / "clip.mp4")
     gc.collect()
     before = codecs()
     gc.disable()  # the finished pipeline's cycles stay: only what the run itself let go is gone
