@@ -35,7 +35,8 @@ from sapiens2_stream.humans.kinematics import body_points, keypoints_308
 from sapiens2_stream.kinematics.opensim_files import setup_dir
 
 FPS = 30
-OPENSIM_NAMES = {"lumbar_extension": "L5_S1_Flex_Ext"}  # the synthetic body's coordinate -> the model's
+OPENSIM_NAMES = {"lumbar_extension": "L5_S1_Flex_Ext", "lumbar_bending": "L5_S1_Lat_Bending",
+                 "lumbar_rotation": "L5_S1_axial_rotation"}  # fmt: skip  # the synthetic body's coordinate -> the model's
 Motion = Callable[[float], tuple[dict, float]]
 
 
@@ -65,6 +66,45 @@ def tiptoe(t: float) -> tuple[dict, float]:
     """Rises on tiptoe and back down, twice."""
     d = 0.5 * (1 - np.cos(2 * np.pi * t / 1.5))
     return {"ankle_angle_r": -30 * d, "ankle_angle_l": -30 * d}, 0.0
+
+
+def turning(t: float) -> tuple[dict, float]:
+    """Turns half round on the spot, stepping (knees and hips bending in turn), arms hanging."""
+    s = np.sin(2 * np.pi * t / 1.0)
+    return {"knee_angle_r": 15 + 15 * s, "knee_angle_l": 15 - 15 * s, "hip_flexion_r": 10 + 10 * s,
+            "hip_flexion_l": 10 - 10 * s, "elbow_flex_r": 15, "elbow_flex_l": 15}, 90 * (1 - np.cos(np.pi * t / 4))  # fmt: skip
+
+
+def arms_overhead(t: float) -> tuple[dict, float]:
+    """Raises both arms overhead to 170 degrees and lowers them, twice; the elbows bend as the hands pass the head,
+    to 110 degrees (the hands behind it). Straight elbows on the way up let the solve from the last pose turn the
+    upper arms about themselves unseen, into a wrong basin, before issue 71 (`kinematics.starts`)."""
+    d = 0.5 * (1 - np.cos(2 * np.pi * t / 2))
+    return {"arm_flex_r": 170 * d, "arm_flex_l": 170 * d, "elbow_flex_r": 110 * d**3,
+            "elbow_flex_l": 110 * d**3}, 0.0  # fmt: skip
+
+
+def jumping_jack(t: float) -> tuple[dict, float]:
+    """Jumping jacks: the arms swing up sideways to 150 degrees as the legs spread, twice."""
+    d = 0.5 * (1 - np.cos(2 * np.pi * t / 2))
+    return {"arm_add_r": -150 * d, "arm_add_l": -150 * d, "elbow_flex_r": 10, "elbow_flex_l": 10,
+            "hip_adduction_r": -15 * d, "hip_adduction_l": -15 * d, "knee_angle_r": 10 + 10 * d,
+            "knee_angle_l": 10 + 10 * d}, 0.0  # fmt: skip
+
+
+def golf_swing(t: float) -> tuple[dict, float]:
+    """A golf-like swing, twice: knees and hips bent at address, the trunk turning 45 degrees either way with both
+    arms across the body, the elbows bending at the top."""
+    s = np.sin(2 * np.pi * t / 2)
+    return {"knee_angle_r": 20, "knee_angle_l": 20, "hip_flexion_r": 25, "hip_flexion_l": 25,
+            "lumbar_rotation": 45 * s, "arm_flex_r": 60 + 20 * s, "arm_flex_l": 60 - 20 * s,
+            "arm_add_r": 25 + 15 * s, "arm_add_l": 25 - 15 * s, "elbow_flex_r": 15 + 35 * max(s, 0),
+            "elbow_flex_l": 15 + 35 * max(-s, 0)}, 0.0  # fmt: skip
+
+
+MOTIONS: dict[str, Motion] = {"walking": walking, "turning": turning, "squatting": squatting, "arms_up": arms_up,
+                              "arms_overhead": arms_overhead, "tiptoe": tiptoe, "jumping_jack": jumping_jack,
+                              "golf_swing": golf_swing}  # fmt: skip
 
 
 def write_run(run: Path, motion: Motion, seconds: float = 4.0, noise_m: float = 0.0, seed: int = 7) -> list[dict]:

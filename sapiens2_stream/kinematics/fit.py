@@ -18,6 +18,7 @@ reason).
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,12 +26,17 @@ import numpy as np
 
 from .markers import NAMES
 from .opensim_files import MODELS, coordinate_tasks, marker_weights, measurements
+from .starts import Starts
 
 STRAIGHT_DEG = 75.0  # hips and knees within this of straight: a frame segment lengths are measured in (crouched,
 # keypoints are found less well: Pose2Sim leaves out 90 degrees and more)
 MIN_SURE = 0.3  # a keypoint less sure than this is left out of IK's frame
 MIN_MARKERS = 8  # fewer sure markers in a frame: not solved
 MIN_SCALE_FRAMES = 10  # fewer frames to measure a person in: the track is too short to scale
+RECENT = 15  # a frame's fit is doubted against the median of this many frames' before it
+DOUBT_RATIO, DOUBT_M = 1.15, 0.002  # doubted: this much above that median, and by this much (metres) at least
+DOUBT_BEYOND = np.radians(45)  # doubted too: a shoulder this far outside its ranges (turned past what a body can)
+AS_WELL = (0.05, 0.001)  # solves within 5% (1 mm at least) of the best fit fit as well
 
 
 class TooShort(Exception):
@@ -125,19 +131,58 @@ def load_model(opensim, folder: Path, path: Path):
 
 
 @dataclass
+class FrameFit:
+    """One frame's IK: the coordinates (degrees for rotations, metres for translations; None where not solved),
+    the (RMS, largest) marker error in metres, why it was not solved, which start the kept solve began from
+    (`last`: the last frame's pose; else a fresh start, `starts.Starts.fresh`), and whether the last pose's solve
+    was doubted, so that fresh starts were tried."""
+
+    values: np.ndarray | None
+    errors: tuple[float, float]
+    why: str | None = None
+    start: str = "last"
+    doubtful: bool = False
+
+
+@dataclass
 class Solved:
     """IK of a track: each coordinate per frame (degrees for rotations, metres for translations; NaN where not
-    solved), the marker errors per frame (RMS and max, metres), and why a frame was not solved."""
+    solved), the marker errors per frame (RMS and max, metres), why a frame was not solved, and per frame the start
+    the kept solve began from and whether it was doubtful (fresh starts tried)."""
 
     coordinates: list[str]
     values: np.ndarray  # [T, C]
     errors: np.ndarray  # [T, 2]: rms, max
     unsolved: dict[int, str] = field(default_factory=dict)  # frame (row) -> reason
+    starts: list[str] = field(default_factory=list)  # [T]: "last", a fresh start's name, or "" where not solved
+    doubtful: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # [T]
+
+
+@dataclass
+class Attempt:
+    """IK from one start: the coordinates it ended at (radians, metres, the shoulders read anatomically), its fit
+    (the solver's own objective as a weighted RMS, metres), how far its shoulders lie outside their ranges
+    (`Starts.beyond`, radians) and the (RMS, largest) marker error."""
+
+    q: np.ndarray
+    fit: float
+    beyond: float
+    errors: tuple[float, float]
+
+    @property
+    def in_range(self) -> bool:
+        return self.beyond <= DOUBT_BEYOND
 
 
 class TrackIK:
     """OpenSim's IK solver on one scaled model, one frame at a time, each from the pose the last solved frame left
-    (a run's files and a live run call `frame` alike, so both give the same values)."""
+    (a run's files and a live run call `frame` alike, so both give the same values).
+
+    A frame whose fit is clearly worse than the track's recent frames' (`DOUBT_RATIO` and `DOUBT_M` above their
+    median), or whose shoulder is turned past what a body can (`DOUBT_BEYOND`), and the track's first, is doubtful:
+    it is solved again from fresh starts (`starts.Starts`) and the solve kept is the best fitting (`keep`). So a
+    solve that fell into a wrong basin, or is drifting into one, leaves it as soon as it shows, and the fresh
+    starts cost only where a frame is doubtful."""
 
     def __init__(self, opensim, folder: Path, model_path: Path) -> None:
         self.opensim = opensim
@@ -148,54 +193,114 @@ class TrackIK:
         self.names = [c.getName() for c in self.coords]
         self.rotational = np.array([c.getMotionType() == 1 for c in self.coords])  # Coordinate::Rotational
         self.weights = marker_weights(folder)
+        self.starts = Starts(self.names, np.array([c.getDefaultValue() for c in self.coords]),
+                             np.array([(c.getRangeMin(), c.getRangeMax()) for c in self.coords]), self.rotational)
+        self.recent: deque[float] = deque(maxlen=RECENT)  # the kept fits of the last frames solved
         # The setup's coordinate tasks, as its IK tool adds them. Every frame's solver keeps references to these
         # (and to its marker reference): they must live as long as it does, or they are freed under it.
-        self.held, self.targets = opensim.SimTKArrayCoordinateReference(), []
+        self.held, self.targets, self.tasks = opensim.SimTKArrayCoordinateReference(), [], []
         for name, (weight, value) in coordinate_tasks(folder).items():
-            constant = opensim.Constant(coords.get(name).getDefaultValue() if value is None else value)
+            value = coords.get(name).getDefaultValue() if value is None else value
+            constant = opensim.Constant(value)
             target = opensim.CoordinateReference(name, constant)
             target.setWeight(weight)
             self.targets.append((constant, target))
             self.held.push_back(target)
+            self.tasks.append((self.names.index(name), weight, value))
 
-    def frame(self, t: float, points: np.ndarray, sure: np.ndarray) -> tuple[np.ndarray | None, tuple, str | None]:
-        """Markers [M, 3] (OpenSim frame, metres) with sureness [M] at time `t` -> (the coordinates [C], degrees
-        for rotations, or None; (RMS, largest) marker error in metres; why it was not solved, or None)."""
+    def frame(self, t: float, points: np.ndarray, sure: np.ndarray) -> FrameFit:
+        """Markers [M, 3] (OpenSim frame, metres) with sureness [M] at time `t` -> the frame's fit."""
         osim = self.opensim
         usable = np.isfinite(points).all(-1) & (sure >= MIN_SURE)
         if usable.sum() < MIN_MARKERS:
-            return None, (np.nan, np.nan), f"{int(usable.sum())} sure markers (needs {MIN_MARKERS})"
+            return FrameFit(None, (np.nan, np.nan), f"{int(usable.sum())} sure markers (needs {MIN_MARKERS})")
         names = [n for n, u in zip(NAMES, usable, strict=True) if u]
         table = osim.TimeSeriesTableVec3()
         table.setColumnLabels(names)
         table.appendRow(float(t), osim.RowVectorVec3([osim.Vec3(*map(float, p)) for p in points[usable]]))
+        weights = {n: self.weights.get(n, 1.0) * float(min(s, 1.0)) for n, s in zip(names, sure[usable], strict=True)}
         weight_set = osim.SetMarkerWeights()
-        for name, s in zip(names, sure[usable], strict=True):
-            weight_set.cloneAndAppend(osim.MarkerWeight(name, self.weights.get(name, 1.0) * float(min(s, 1.0))))
+        for name, weight in weights.items():
+            weight_set.cloneAndAppend(osim.MarkerWeight(name, weight))
         reference = osim.MarkersReference(table, weight_set)  # kept by the solver: a local, never a temporary
         solver = osim.InverseKinematicsSolver(self.model, reference, self.held, float("inf"))
         solver.setAccuracy(1e-5)
         self.state.setTime(float(t))
+        last = self.q()
+        attempts: dict[str, Attempt] = {}
+        failed = None
         try:
-            solver.assemble(self.state)  # from the pose the state holds: the last solved frame's
+            attempts["last"] = self.attempt(solver, weights, None)  # from the state's pose: the last frame's
         except RuntimeError as e:  # OpenSim's exceptions arrive as RuntimeError
-            return None, (np.nan, np.nan), f"the solver could not fit the model: {str(e).splitlines()[0][:160]}"
-        values = np.array([c.getValue(self.state) for c in self.coords])
+            failed = f"the solver could not fit the model: {str(e).splitlines()[0][:160]}"
+        worse = "last" not in attempts or not self.recent or self.worse(attempts["last"])
+        doubtful = worse or not attempts["last"].in_range
+        if doubtful:
+            for name, start in self.starts.fresh(last, arms_only=not worse):
+                try:
+                    attempts[name] = self.attempt(solver, weights, start)
+                except RuntimeError:
+                    continue
+        if not attempts:
+            self.set_q(last)
+            return FrameFit(None, (np.nan, np.nan), failed, "", doubtful)
+        kept = self.keep(attempts, last)
+        q = attempts[kept].q
+        self.set_q(q)  # the same body in its anatomical reading: the next frame goes on from it
+        self.recent.append(attempts[kept].fit)
+        values = q.copy()
         values[self.rotational] = np.degrees(values[self.rotational])
-        found = osim.SimTKArrayDouble()
+        return FrameFit(values, attempts[kept].errors, None, kept, doubtful)
+
+    def worse(self, solved: Attempt) -> bool:
+        """Whether a solve fits clearly worse than the track's recent frames (their median)."""
+        usual = float(np.median(self.recent))
+        return solved.fit > usual * DOUBT_RATIO and solved.fit > usual + DOUBT_M
+
+    def keep(self, attempts: dict[str, Attempt], last: np.ndarray) -> str:
+        """The start whose solve is kept. Of the solves that fit as well as the best (`AS_WELL`), those within the
+        body's ranges where there are any, and of those the last pose's, else the one nearest it (a frame goes on
+        from the one before it, and no other joint is moved to another of its equally good solutions)."""
+        best = min(a.fit for a in attempts.values())
+        good = {n: a for n, a in attempts.items() if a.fit <= best + max(AS_WELL[0] * best, AS_WELL[1])}
+        good = {n: a for n, a in good.items() if a.in_range} or good
+        if "last" in good:
+            return "last"
+        return min(good, key=lambda n: self.starts.distance(good[n].q, last))
+
+    def attempt(self, solver, weights: dict[str, float], start: np.ndarray | None) -> Attempt:
+        """IK of this frame from `start` (None: the pose the state holds, the last frame's)."""
+        if start is not None:
+            self.set_q(start)
+        solver.assemble(self.state)
+        found = self.opensim.SimTKArrayDouble()
         solver.computeCurrentMarkerErrors(found)
         e = np.array([found.getElt(i) for i in range(found.size())])
-        return values, (float(np.sqrt(np.mean(e**2))), float(e.max())), None
+        w = np.array([weights[solver.getMarkerNameForIndex(i)] for i in range(found.size())])
+        q = self.starts.reading(self.q())
+        tasks = sum(weight * (q[i] - value) ** 2 for i, weight, value in self.tasks)
+        fit = float(np.sqrt((np.sum(w * e**2) + tasks) / np.sum(w)))
+        return Attempt(q, fit, self.starts.beyond(q), (float(np.sqrt(np.mean(e**2))), float(e.max())))
+
+    def q(self) -> np.ndarray:
+        return np.array([c.getValue(self.state) for c in self.coords])
+
+    def set_q(self, q: np.ndarray) -> None:
+        for c, value in zip(self.coords, q, strict=True):
+            c.setValue(self.state, float(value), False)
 
     def solve(self, times: np.ndarray, points: np.ndarray, sure: np.ndarray) -> Solved:
         """Every frame of a track in order ([T, M, 3] markers, [T, M] sureness), each from the last solved."""
         values = np.full((len(times), len(self.coords)), np.nan)
         errors = np.full((len(times), 2), np.nan)
         unsolved: dict[int, str] = {}
+        starts, doubtful = [], np.zeros(len(times), bool)
         for k, t in enumerate(times):
-            found, errors[k], why = self.frame(t, points[k], sure[k])
-            if found is None:
-                unsolved[k] = why
+            fit = self.frame(t, points[k], sure[k])
+            errors[k], doubtful[k] = fit.errors, fit.doubtful
+            starts.append(fit.start if fit.values is not None else "")
+            if fit.values is None:
+                unsolved[k] = fit.why
             else:
-                values[k] = found
-        return Solved(self.names, values, errors, unsolved)
+                values[k] = fit.values
+        return Solved(self.names, values, errors, unsolved, starts, doubtful)

@@ -57,17 +57,20 @@ class LiveKinematics:
         return seen, points, sure
 
     def __call__(self, person_id: int, time_s: float, keypoints: np.ndarray,
-                 confidence: np.ndarray) -> tuple[dict | None, str | None]:  # fmt: skip
-        """A person's frame solved: ({coordinate: value}, None), or (None, why not)."""
+                 confidence: np.ndarray) -> tuple[dict | None, str | None, str | None]:  # fmt: skip
+        """A person's frame solved: ({coordinate: value}, None, doubt), or (None, why not, None). `doubt` is None
+        where the solve from their last pose was not doubted, else the start whose solve was kept (`last`, or a
+        fresh start's name), as the command's marker-error file says."""
         seen, points, sure = self.take(person_id, time_s, keypoints, confidence)
         if seen.solver is None and seen.failed is None and seen.standing >= self.cfg.scale_frames:
             self.scale(person_id, seen, solved=len(seen.times) - 1)
         if seen.solver is None:
-            return None, seen.failed or f"scaling: {seen.standing} of {self.cfg.scale_frames} standing frames"
-        values, _, why = seen.solver.frame(time_s, points, sure)
-        if values is None:
-            return None, why
-        return dict(zip(seen.solver.names, np.round(values, DIGITS).tolist(), strict=True)), None
+            return None, seen.failed or f"scaling: {seen.standing} of {self.cfg.scale_frames} standing frames", None
+        fit = seen.solver.frame(time_s, points, sure)
+        if fit.values is None:
+            return None, fit.why, None
+        values = dict(zip(seen.solver.names, np.round(fit.values, DIGITS).tolist(), strict=True))
+        return values, None, fit.start if fit.doubtful else None
 
     def catch_up(self) -> None:
         """After the interrupted run's frames were taken in (`take`): whoever had enough standing frames is scaled

@@ -5,7 +5,8 @@ camera's 3-D stage (`results.jsonl` `keypoints_3d`, moved into its floor's world
 is Y up: world (x, y, z) is OpenSim (y, z, x), as the TRC export writes it. Per track, in the output folder:
 `person_NNNN_scaled.osim`, `person_NNNN_ik.mot` (OpenSim's coordinate names; degrees, pelvis translations in
 metres), `person_NNNN_markers.trc` (the markers IK saw; unsure ones empty), `person_NNNN_marker_errors.csv` (per
-frame: RMS and largest marker error in metres, or why the frame was not solved), and `summary.json`.
+frame: RMS and largest marker error in metres, or why the frame was not solved; the start its kept solve began
+from, and whether it was doubtful, `fit.TrackIK`), and `summary.json`.
 """
 
 from __future__ import annotations
@@ -116,10 +117,10 @@ def solve_track(opensim, folder: Path, track: Track, out: Path, model: str, mass
         write_trc(files[2], track.times, shown, NAMES, units="m", digits=5)
         with open(files[3], "w", newline="") as f:
             rows = csv.writer(f)
-            rows.writerow(["time", "rms_m", "max_m", "not_solved"])
+            rows.writerow(["time", "rms_m", "max_m", "not_solved", "start", "doubtful"])
             for k, (t, (rms, most)) in enumerate(zip(track.times, solved.errors, strict=True)):
                 rows.writerow([f"{t:.6f}", *("" if np.isnan(v) else f"{v:.5f}" for v in (rms, most)),
-                               solved.unsolved.get(k, "")])  # fmt: skip
+                               solved.unsolved.get(k, ""), solved.starts[k], int(solved.doubtful[k])])  # fmt: skip
     except BaseException:
         for path in files:
             path.unlink(missing_ok=True)
@@ -130,6 +131,8 @@ def solve_track(opensim, folder: Path, track: Track, out: Path, model: str, mass
         "not_solved": dict(sorted(Counter(solved.unsolved.values()).items())),
         "scale_factors": {k: round(v, 4) for k, v in scaled.factors.items() if np.isfinite(v)},
         "measured_in_frames": scaled.frames,
+        "doubtful_frames": int(solved.doubtful.sum()),
+        "fresh_start_kept": dict(sorted(Counter(s for s in solved.starts if s not in ("", "last")).items())),
         "marker_rms_m": round(float(np.nanmean(solved.errors[:, 0])), 5) if solved_rows.any() else None,
         "marker_max_m": round(float(np.nanmax(solved.errors[:, 1])), 5) if solved_rows.any() else None,
     }  # fmt: skip

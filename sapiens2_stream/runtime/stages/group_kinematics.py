@@ -4,7 +4,8 @@ before write_3d, on the group stages' own thread (never a camera's writer).
 Each person is scaled once their first `scale_frames` standing frames are seen and from then on solved frame by
 frame from the pose of their last (`kinematics.live`, the same code as `sapiens2-stream kinematics`). Each
 moment's person gets `kinematics` ({coordinate: degrees, pelvis translations in metres}), or null with
-`kinematics_why`; the records are what OUTPUT/3d/keypoints_3d.jsonl and MQTT TOPIC/3d carry. At the end of the run
+`kinematics_why`, and `kinematics_doubtful` (the start whose solve was kept) where the solve from the last pose was
+doubted; the records are what OUTPUT/3d/keypoints_3d.jsonl and MQTT TOPIC/3d carry. At the end of the run
 each person's files go to OUTPUT/kinematics/ (handed to the group's files) as the command writes them from the
 run's files.
 """
@@ -59,10 +60,12 @@ class GroupKinematics(GroupStage):
     def __call__(self, state: GroupKinematicsState, moment: Moment) -> None:
         recorded = moment.recorded
         for seen, person in zip(recorded.people, moment.record["people"], strict=True):
-            values, why = state.live(seen.id, recorded.time, seen.keypoints_3d, seen.confidence)
+            values, why, doubt = state.live(seen.id, recorded.time, seen.keypoints_3d, seen.confidence)
             person["kinematics"] = values
             if values is None:
                 person["kinematics_why"] = why
+            if doubt is not None:
+                person["kinematics_doubtful"] = doubt
 
     def close(self, state: GroupKinematicsState) -> None:
         """Each person's files, as `sapiens2-stream kinematics` writes them from the run's files, handed over."""

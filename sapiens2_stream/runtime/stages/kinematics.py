@@ -6,7 +6,8 @@ first `scale_frames` standing frames are seen, then solved frame by frame (`kine
 The floor is found again as the run goes, so each person's record keeps the world the values stood on
 (`kinematics_world`: the 3x4 world-from-camera transform, as `angles` keeps its `up`) and `sapiens2-stream
 kinematics` on the run's files uses it: the same values. A person gets `kinematics` ({coordinate: degrees, pelvis
-translations in metres}) or `kinematics_why`; when their track ends, their files go to OUTPUT/kinematics/ through
+translations in metres}) or `kinematics_why`, and `kinematics_doubtful` where the solve from the last pose was
+doubted (the start whose solve was kept, as the files' marker errors say); when their track ends, their files go to OUTPUT/kinematics/ through
 the outputs (the segment being written, behind a fleet worker's fence, off without files).
 """
 
@@ -87,10 +88,12 @@ class Kinematics(Stage):
                 state.waiting += 1
                 continue
             keypoints, confidence = world_keypoints(person.keypoints_3d, person.keypoints_3d_confidence, world)
-            values, why = state.live(person.track_id, time_s, keypoints, confidence)
+            values, why, doubt = state.live(person.track_id, time_s, keypoints, confidence)
             person.fields["kinematics"], person.fields["kinematics_world"] = values, world.tolist()
             if values is None:
                 person.fields["kinematics_why"] = why
+            if doubt is not None:
+                person.fields["kinematics_doubtful"] = doubt
             state.solved += values is not None
             state.waiting += values is None
         for track_id in result.ended_tracks:
