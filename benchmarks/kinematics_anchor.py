@@ -36,7 +36,7 @@ from sapiens2_stream.kinematics.opensim_files import setup_dir
 
 FPS = 30
 OPENSIM_NAMES = {"lumbar_extension": "L5_S1_Flex_Ext", "lumbar_bending": "L5_S1_Lat_Bending",
-                 "lumbar_rotation": "L5_S1_axial_rotation"}  # fmt: skip  # the synthetic body's coordinate -> the model's
+                 "lumbar_rotation": "L5_S1_axial_rotation"}  # fmt: skip
 Motion = Callable[[float], tuple[dict, float]]
 
 
@@ -71,8 +71,9 @@ def tiptoe(t: float) -> tuple[dict, float]:
 def turning(t: float) -> tuple[dict, float]:
     """Turns half round on the spot, stepping (knees and hips bending in turn), arms hanging."""
     s = np.sin(2 * np.pi * t / 1.0)
+    yaw = 90 * (1 - np.cos(np.pi * t / 4))
     return {"knee_angle_r": 15 + 15 * s, "knee_angle_l": 15 - 15 * s, "hip_flexion_r": 10 + 10 * s,
-            "hip_flexion_l": 10 - 10 * s, "elbow_flex_r": 15, "elbow_flex_l": 15}, 90 * (1 - np.cos(np.pi * t / 4))  # fmt: skip
+            "hip_flexion_l": 10 - 10 * s, "elbow_flex_r": 15, "elbow_flex_l": 15}, yaw  # fmt: skip
 
 
 def arms_overhead(t: float) -> tuple[dict, float]:

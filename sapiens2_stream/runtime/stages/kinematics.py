@@ -7,8 +7,9 @@ The floor is found again as the run goes, so each person's record keeps the worl
 (`kinematics_world`: the 3x4 world-from-camera transform, as `angles` keeps its `up`) and `sapiens2-stream
 kinematics` on the run's files uses it: the same values. A person gets `kinematics` ({coordinate: degrees, pelvis
 translations in metres}) or `kinematics_why`, and `kinematics_doubtful` where the solve from the last pose was
-doubted (the start whose solve was kept, as the files' marker errors say); when their track ends, their files go to OUTPUT/kinematics/ through
-the outputs (the segment being written, behind a fleet worker's fence, off without files).
+doubted (the start whose solve was kept, as the files' marker errors say); when their track ends, their files go
+to OUTPUT/kinematics/ through the outputs (the segment being written, behind a fleet worker's fence, off without
+files).
 """
 
 from __future__ import annotations
