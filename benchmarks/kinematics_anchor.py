@@ -3,11 +3,13 @@ anchor), and how far apart the two are once noise is drawn again and again:
 
     python -m benchmarks.kinematics_anchor [--draws 20] [--json benchmarks/results/kinematics_anchor.json]
 
-A body posed by known coordinates (`humans.kinematics`) walks while turning, squats, raises the arms and rises on
-tiptoe; its 308 keypoints are written as a camera group's moments. Ours: `sapiens2-stream kinematics` on that run.
-Pose2Sim's: its own `perform_scaling` and `perform_IK` (the COCO-133 setups, the simple model) on the markers TRC
-ours saw. Each coordinate the motion moves is compared with the truth after its constant offset (a model's zero is
-not the geometric one), RMS degrees.
+A body posed by known coordinates (`humans.kinematics`) walks while turning, turns on the spot, squats, raises the
+arms to the front, raises them overhead with the hands going behind the head, rises on tiptoe, does jumping jacks
+and swings as in golf (`MOTIONS`); its 308 keypoints are written as a camera group's moments, exact and with 1 cm
+of noise. Ours: `sapiens2-stream kinematics` on that run. Pose2Sim's: its own `perform_scaling` and `perform_IK`
+(the COCO-133 setups, the simple model) on the markers TRC ours saw. Each coordinate the motion moves is compared
+with the truth after its constant offset (a model's zero is not the geometric one), RMS degrees; each tool's time
+per person-frame (scaling, IK and files, in this process).
 
 With 1 cm of noise on every keypoint the two differ by a few hundredths of a degree either way, from one draw of
 the noise to the next. So the walking clip is run `--draws` times, each with noise of its own: per coordinate, the
@@ -24,7 +26,9 @@ import json
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -155,28 +159,46 @@ def off_truth(values: np.ndarray, truth: np.ndarray) -> float:
     return float(np.sqrt(np.nanmean((d - np.nanmean(d)) ** 2)))
 
 
-def compare(folder: Path, motion: Motion, noise_m: float = 0.0, seed: int = 7,
-            ours: tuple = ()) -> dict[str, tuple[float, float]]:  # fmt: skip
-    """Ours (`sapiens2-stream kinematics`, with the options `ours`) and Pose2Sim's on one clip, in `folder`: each
-    coordinate the motion moves (by 5 degrees or more) -> (ours, Pose2Sim's) RMS degrees from the truth after the
-    offset. Raises if ours fails."""
+@dataclass
+class Comparison:
+    """Ours and Pose2Sim's on one clip: each coordinate the motion moves (by 5 degrees or more) -> (ours,
+    Pose2Sim's) RMS degrees from the truth after the offset; each tool's seconds for the clip (scaling, IK and
+    files: ours `sapiens2-stream kinematics` in this process, Pose2Sim's `perform_scaling` and `perform_IK`), the
+    frames, and ours' frames doubted and fresh starts kept (`kinematics.fit.TrackIK`)."""
+
+    report: dict[str, tuple[float, float]]
+    ours_s: float
+    theirs_s: float
+    frames: int
+    doubtful: int
+    fresh_kept: dict[str, int]
+
+
+def compare(folder: Path, motion: Motion, noise_m: float = 0.0, seed: int = 7, ours: tuple = ()) -> Comparison:
+    """Ours (`sapiens2-stream kinematics`, with the options `ours`) and Pose2Sim's on one clip, in `folder`.
+    Raises if ours fails."""
     run = folder / "run"
     truth = write_run(run, motion, noise_m=noise_m, seed=seed)
+    started = time.perf_counter()
     code, said = cli("kinematics", run, "--mass", "72", *ours)
+    ours_s = time.perf_counter() - started
     if code != 0:
         raise RuntimeError(said)
     solved = read_mot(run / "kinematics" / "person_0001_ik.mot")[1]
+    started = time.perf_counter()
     theirs = pose2sim_ik(run / "kinematics" / "person_0001_markers.trc", folder / "pose2sim")
+    theirs_s = time.perf_counter() - started
     report = {}
     for name in sorted({n for q in truth for n, v in q.items() if abs(v) > 1e-9}):
         true = np.array([q.get(name, 0.0) for q in truth])
         column = OPENSIM_NAMES.get(name, name)
         if np.ptp(true) >= 5:
             report[column] = (off_truth(solved[column], true), off_truth(theirs[column], true))
-    return report
+    person = json.loads((run / "kinematics" / "summary.json").read_text())["people"]["person 1"]
+    return Comparison(report, ours_s, theirs_s, len(truth), person["doubtful_frames"], person["fresh_start_kept"])
 
 
-def in_scratch(fn: Callable[[Path], dict]) -> dict:
+def in_scratch(fn: Callable[[Path], Comparison]) -> Comparison:
     """`fn(folder)` in a scratch folder that is also the working directory (OpenSim writes beside the user)."""
     here = os.getcwd()
     with tempfile.TemporaryDirectory() as scratch:
@@ -192,7 +214,7 @@ def noise_draws(draws: int, noise_m: float = 0.01, ours: tuple = ()) -> dict[str
     draws where ours was as near or nearer)."""
     differences: dict[str, list[float]] = {}
     for seed in range(draws):
-        report = in_scratch(lambda folder, seed=seed: compare(folder, walking, noise_m, seed, ours))
+        report = in_scratch(lambda folder, seed=seed: compare(folder, walking, noise_m, seed, ours)).report
         for name, (mine, theirs) in report.items():
             differences.setdefault(name, []).append(mine - theirs)
         print(f"draw {seed + 1}/{draws}", flush=True)
@@ -203,6 +225,21 @@ def noise_draws(draws: int, noise_m: float = 0.01, ours: tuple = ()) -> dict[str
             for name, d in differences.items()}  # fmt: skip
 
 
+def motions(noise_m: float, ours: tuple) -> dict[str, dict]:
+    """Every motion once with `noise_m` of noise: per coordinate [ours, Pose2Sim's] RMS degrees from the truth,
+    both tools' milliseconds per person-frame (scaling, IK and files), and ours' doubtful frames."""
+    out = {}
+    for name, motion in MOTIONS.items():
+        c = in_scratch(lambda folder, m=motion: compare(folder, m, noise_m, ours=ours))
+        degrees = {k: [round(a, 2), round(b, 2)] for k, (a, b) in c.report.items()}
+        out[name] = {"deg_rms_from_truth_ours_pose2sims": degrees,
+                     "ms_per_person_frame_ours_pose2sims": [round(1000 * c.ours_s / c.frames, 1),
+                                                            round(1000 * c.theirs_s / c.frames, 1)],
+                     "doubtful_frames": c.doubtful, "fresh_start_kept": c.fresh_kept, "frames": c.frames}  # fmt: skip
+        print(f"{name} ({noise_m * 100:g} cm noise): {out[name]}", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=20, help="draws of the 1 cm noise on the walking clip")
@@ -210,12 +247,9 @@ def main() -> None:
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     ours = () if args.scale_frames is None else ("--scale-frames", args.scale_frames)
-    cases = {name: in_scratch(lambda folder, m=motion: compare(folder, m, ours=ours))
-             for name, motion in {"walking": walking, "squatting": squatting, "arms_up": arms_up,
-                                  "tiptoe": tiptoe}.items()}  # fmt: skip
     report = {
-        "deg_rms_from_truth_ours_pose2sims": {case: {k: [round(a, 2), round(b, 2)] for k, (a, b) in r.items()}
-                                              for case, r in cases.items()},  # fmt: skip
+        "exact": motions(0.0, ours),
+        "noise_1cm": motions(0.01, ours),
         "walking_1cm_noise_ours_minus_pose2sims": noise_draws(args.draws, ours=ours),
         "ours_scale_frames": args.scale_frames or "the command's default",
     }

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from benchmarks.kinematics_anchor import arms_up, cli, compare, squatting, tiptoe, walking, write_run
+from benchmarks.kinematics_anchor import cli, squatting, walking, write_run
 from benchmarks.real_mocap import read_mot
 from sapiens2_stream.humans.kinematics import body_points, keypoints_308
 from sapiens2_stream.kinematics.markers import MARKERS
@@ -30,27 +30,6 @@ def test_every_marker_is_a_point_of_the_308_and_of_the_marker_set():
         sources = [name for name, _ in COCO_133[point].sources]
         assert sources and set(sources) <= known, marker
     assert [n for n, _ in COCO_133[MARKERS["RIndex"]].sources] == ["right_forefinger_third_joint"]
-
-
-@pytest.mark.parametrize("motion,noise_m", [(walking, 0.0), (squatting, 0.0), (arms_up, 0.0), (tiptoe, 0.0),
-                                            (walking, 0.01)])  # fmt: skip
-def test_each_moving_coordinate_is_as_near_the_truth_as_pose2sims_own(tmp_path, motion, noise_m, monkeypatch):
-    """Walking while turning, squatting, raising the arms, on tiptoe; walking again with 1 cm of noise on every
-    keypoint. Every coordinate the motion moves is within 8 degrees RMS of the truth (the limbs' within 5), and no
-    further from it than Pose2Sim's own scaling and IK on the same markers, to 0.1 degree: with noise the two
-    differ by up to 0.08 either way from one draw to the next, and are the same on average
-    (`benchmarks.kinematics_anchor`)."""
-    monkeypatch.chdir(tmp_path)  # where the user is: OpenSim's own log is not left there
-    report = compare(tmp_path, motion, noise_m)
-    out = tmp_path / "run" / "kinematics"
-    summary = json.loads((out / "summary.json").read_text())["people"]["person 1"]
-    assert summary["solved"] == summary["frames"] == 120 and summary["marker_rms_m"] < 0.05 + 2 * noise_m
-    print(motion.__name__, noise_m, {k: (round(a, 2), round(b, 2)) for k, (a, b) in report.items()})
-    assert report and all(a <= 8.0 for a, _ in report.values()), report  # the squat's lumbar: 7.5, as Pose2Sim's
-    assert all(a <= b + 0.1 for a, b in report.values()), report
-    assert all(a <= 5.0 for name, (a, _) in report.items() if not name.startswith("L5_S1")), report
-    assert (out / "person_0001_scaled.osim").stat().st_size > 10_000 and (out / "person_0001_markers.trc").exists()
-    assert not (tmp_path / "opensim.log").exists()
 
 
 def test_bad_inputs_are_one_line_and_exit_2(tmp_path, monkeypatch, tiny_dir):

@@ -18,6 +18,7 @@ reason).
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,16 +27,18 @@ import numpy as np
 
 from .markers import NAMES
 from .opensim_files import MODELS, coordinate_tasks, marker_weights, measurements
-from .starts import Starts
+from .starts import SIDES, Starts
 
 STRAIGHT_DEG = 75.0  # hips and knees within this of straight: a frame segment lengths are measured in (crouched,
 # keypoints are found less well: Pose2Sim leaves out 90 degrees and more)
 MIN_SURE = 0.3  # a keypoint less sure than this is left out of IK's frame
 MIN_MARKERS = 8  # fewer sure markers in a frame: not solved
 MIN_SCALE_FRAMES = 10  # fewer frames to measure a person in: the track is too short to scale
-RECENT = 15  # a frame's fit is doubted against the median of this many frames' before it
-DOUBT_RATIO, DOUBT_M = 1.15, 0.002  # doubted: this much above that median, and by this much (metres) at least
-DOUBT_BEYOND = np.radians(45)  # doubted too: a shoulder this far outside its ranges (turned past what a body can)
+ACCURACY, TRIAL_ACCURACY = 1e-5, 1e-4  # the solver's (Pose2Sim's IK setup's), and the fresh starts' trials'
+RECENT, RECENT_MIN = 15, 5  # a frame's fit is doubted against the last 15 frames' (once there are 5)
+DOUBT_RATIO, DOUBT_M, DOUBT_SPREAD = 1.15, 0.002, 4.0  # doubted: this much above their median, by this much
+# (metres) at least, and by this many times their spread
+DOUBT_BEYOND = np.radians(60)  # doubted too: a shoulder this far outside its ranges (turned past what a body can)
 AS_WELL = (0.05, 0.001)  # solves within 5% (1 mm at least) of the best fit fit as well
 
 
@@ -76,11 +79,13 @@ def trimmed_mean(values: np.ndarray, cut: float = 0.25) -> float:
 
 @dataclass
 class Scaled:
-    """A scaled model: where it is written and each measurement's factor (NaN: not measured, left at 1)."""
+    """A scaled model: where it is written, each measurement's factor (NaN: not measured, left at 1), and the
+    model itself (so that IK need not read it back)."""
 
     path: Path
     factors: dict[str, float]
     frames: int  # frames it was measured in
+    model: object = field(default=None, repr=False)  # the scaled opensim.Model
 
 
 def scale_model(opensim, folder: Path, model: str, points: np.ndarray, mass: float, out: Path,
@@ -118,7 +123,7 @@ def scale_model(opensim, folder: Path, model: str, points: np.ndarray, mass: flo
     generic.setName(out.stem)
     out.parent.mkdir(parents=True, exist_ok=True)
     generic.printToXML(str(out))
-    return Scaled(out, factors, int(chosen.sum()))
+    return Scaled(out, factors, int(chosen.sum()), generic)
 
 
 def load_model(opensim, folder: Path, path: Path):
@@ -166,27 +171,31 @@ class Attempt:
 
     q: np.ndarray
     fit: float
-    beyond: float
+    beyond: dict[str, float]  # side -> radians
     errors: tuple[float, float]
 
     @property
     def in_range(self) -> bool:
-        return self.beyond <= DOUBT_BEYOND
+        return all(b <= DOUBT_BEYOND for b in self.beyond.values())
 
 
 class TrackIK:
     """OpenSim's IK solver on one scaled model, one frame at a time, each from the pose the last solved frame left
     (a run's files and a live run call `frame` alike, so both give the same values).
 
-    A frame whose fit is clearly worse than the track's recent frames' (`DOUBT_RATIO` and `DOUBT_M` above their
-    median), or whose shoulder is turned past what a body can (`DOUBT_BEYOND`), and the track's first, is doubtful:
-    it is solved again from fresh starts (`starts.Starts`) and the solve kept is the best fitting (`keep`). So a
-    solve that fell into a wrong basin, or is drifting into one, leaves it as soon as it shows, and the fresh
-    starts cost only where a frame is doubtful."""
+    A frame whose fit is clearly worse than the track's usual one (`worse`: above the median of its recent frames'
+    by more than they stray), or whose shoulder is turned past what a body can (`DOUBT_BEYOND`), or that the solver
+    could not fit from the last pose, is doubtful: it is solved again from fresh starts (`starts.Starts`, likeliest
+    first, until one is back to the usual fit within a body's ranges) and the solve kept is the best fitting
+    (`keep`). So a solve that fell into a
+    wrong basin, or is drifting into one, leaves it as soon as it shows. Where no start fits better, the worse fit
+    is the track's new usual (a pose the model fits less well), so that the fresh starts cost only where a frame is
+    in doubt, not on every frame of a pose that merely fits worse."""
 
-    def __init__(self, opensim, folder: Path, model_path: Path) -> None:
+    def __init__(self, opensim, folder: Path, model_path: Path, model=None) -> None:
+        """IK of the model at `model_path` (or `model`, that model already loaded: a `Scaled` one)."""
         self.opensim = opensim
-        self.model = load_model(opensim, folder, model_path)
+        self.model = load_model(opensim, folder, model_path) if model is None else model
         self.state = self.model.initSystem()
         coords = self.model.getCoordinateSet()
         self.coords = [coords.get(i) for i in range(coords.getSize())]
@@ -224,7 +233,7 @@ class TrackIK:
             weight_set.cloneAndAppend(osim.MarkerWeight(name, weight))
         reference = osim.MarkersReference(table, weight_set)  # kept by the solver: a local, never a temporary
         solver = osim.InverseKinematicsSolver(self.model, reference, self.held, float("inf"))
-        solver.setAccuracy(1e-5)
+        solver.setAccuracy(ACCURACY)
         self.state.setTime(float(t))
         last = self.q()
         attempts: dict[str, Attempt] = {}
@@ -233,29 +242,55 @@ class TrackIK:
             attempts["last"] = self.attempt(solver, weights, None)  # from the state's pose: the last frame's
         except RuntimeError as e:  # OpenSim's exceptions arrive as RuntimeError
             failed = f"the solver could not fit the model: {str(e).splitlines()[0][:160]}"
-        worse = "last" not in attempts or not self.recent or self.worse(attempts["last"])
-        doubtful = worse or not attempts["last"].in_range
+        usual = self.usual()
+        solved = attempts.get("last")
+        worse = solved is None or (usual is not None and self.worse(solved.fit, usual))  # the track's first solve
+        # is from the model's default pose already: Pose2Sim's fresh start
+        turned = () if solved is None else tuple(side for side, b in solved.beyond.items() if b > DOUBT_BEYOND)
+        doubtful = worse or bool(turned)
         if doubtful:
-            for name, start in self.starts.fresh(last, arms_only=not worse):
+            solver.setAccuracy(TRIAL_ACCURACY)
+            for name, start in self.starts.fresh(last, SIDES if worse else turned, whole=worse):
                 try:
                     attempts[name] = self.attempt(solver, weights, start)
                 except RuntimeError:
                     continue
+                if usual is not None and attempts[name].in_range and not self.worse(attempts[name].fit, usual):
+                    break  # back to the track's usual fit, within a body's ranges: the likelier starts are enough
+            solver.setAccuracy(ACCURACY)
         if not attempts:
             self.set_q(last)
             return FrameFit(None, (np.nan, np.nan), failed, "", doubtful)
         kept = self.keep(attempts, last)
+        if kept != "last":  # tried to the trials' accuracy: finished to the solver's from where it ended
+            try:
+                attempts[kept] = self.attempt(solver, weights, attempts[kept].q)
+            except RuntimeError:
+                kept = "last" if "last" in attempts else kept
         q = attempts[kept].q
-        self.set_q(q)  # the same body in its anatomical reading: the next frame goes on from it
+        if kept != list(attempts)[-1] or not np.array_equal(q, self.q()):
+            self.set_q(q)  # the same body in its anatomical reading: the next frame goes on from it
+        if worse and kept == "last" and usual is not None:
+            self.recent.clear()  # no start fits better: the track fits this much worse now, its new usual
         self.recent.append(attempts[kept].fit)
         values = q.copy()
         values[self.rotational] = np.degrees(values[self.rotational])
         return FrameFit(values, attempts[kept].errors, None, kept, doubtful)
 
-    def worse(self, solved: Attempt) -> bool:
-        """Whether a solve fits clearly worse than the track's recent frames (their median)."""
-        usual = float(np.median(self.recent))
-        return solved.fit > usual * DOUBT_RATIO and solved.fit > usual + DOUBT_M
+    def usual(self) -> tuple[float, float] | None:
+        """The track's usual fit and how far it strays (the median of its recent frames' and their spread, a
+        scaled median absolute deviation), once it has `RECENT_MIN` frames to tell them by."""
+        if len(self.recent) < RECENT_MIN:
+            return None
+        middle = statistics.median(self.recent)  # a few floats: the statistics module is cheaper than numpy here
+        return middle, 1.4826 * statistics.median(abs(f - middle) for f in self.recent)
+
+    @staticmethod
+    def worse(fit: float, usual: tuple[float, float]) -> bool:
+        """Whether a fit is clearly worse than the track's usual one: `DOUBT_RATIO` and `DOUBT_M` above it, and
+        further than its frames stray (`DOUBT_SPREAD` times; noisier keypoints stray more)."""
+        middle, spread = usual
+        return fit > middle + max(middle * (DOUBT_RATIO - 1), DOUBT_M, DOUBT_SPREAD * spread)
 
     def keep(self, attempts: dict[str, Attempt], last: np.ndarray) -> str:
         """The start whose solve is kept. Of the solves that fit as well as the best (`AS_WELL`), those within the

@@ -91,7 +91,7 @@ class LiveKinematics:
         except TooShort as e:
             seen.failed = f"not scaled: {e}"
             return
-        seen.solver = TrackIK(self.opensim, self.setup, scaled.path)
+        seen.solver = TrackIK(self.opensim, self.setup, scaled.path, scaled.model)
         for k in range(solved):  # not told: written already; so that each later frame starts from the pose its
             # predecessor left, as the command solves the run's files
             seen.solver.frame(seen.times[k], points[k], sure[k])

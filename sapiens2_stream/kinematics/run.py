@@ -111,7 +111,7 @@ def solve_track(opensim, folder: Path, track: Track, out: Path, model: str, mass
                                                                 "_marker_errors.csv")]  # fmt: skip
     try:
         scaled = scale_model(opensim, folder, model, points, mass, files[0], scale_frames)
-        solved = TrackIK(opensim, folder, scaled.path).solve(track.times, points, sure)
+        solved = TrackIK(opensim, folder, scaled.path, scaled.model).solve(track.times, points, sure)
         write_mot(files[1], track.times, tuple(solved.coordinates), solved.values)
         shown = np.where((sure >= MIN_SURE)[..., None], points, np.nan)
         write_trc(files[2], track.times, shown, NAMES, units="m", digits=5)

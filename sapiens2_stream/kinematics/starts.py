@@ -18,50 +18,61 @@ angles).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import numpy as np
 
 SIDES = ("r", "l")
-ARM = ("arm_flex", "arm_add", "arm_rot", "elbow_flex", "pro_sup", "wrist_flex", "wrist_dev")
-FLEXION = (np.radians(-135), np.radians(225))  # the whole turn a shoulder's flexion is read within
+SHOULDER = ("arm_flex", "arm_add", "arm_rot")
+FLEXION = (math.radians(-135), math.radians(225))  # the whole turn a shoulder's flexion is read within
 PELVIS = 6  # the first coordinates: the pelvis's three rotations and three translations, kept where the person is
 
 
-def turned(angle: float) -> float:
-    """`angle` (radians) turned by half a turn, kept within a half turn of zero."""
-    return float((angle + 2 * np.pi) % (2 * np.pi) - np.pi)
+def wrapped(d):
+    """Angles (or their differences) brought within half a turn of zero."""
+    return (d + np.pi) % (2 * np.pi) - np.pi
+
+
+def wrap(angle: float) -> float:
+    """One angle brought within half a turn of zero."""
+    return (angle + math.pi) % (2 * math.pi) - math.pi
 
 
 class Starts:
-    """The fresh starts of one model's coordinates (in its coordinate set's order, radians and metres)."""
+    """The fresh starts of one model's coordinates (in its coordinate set's order, radians and metres), and how
+    its shoulders are read."""
 
     def __init__(self, names: list[str], default: np.ndarray, ranges: np.ndarray, rotational: np.ndarray) -> None:
-        self.index = {n: i for i, n in enumerate(names)}
+        index = {n: i for i, n in enumerate(names)}
         self.rotational = np.asarray(rotational, bool)
         self.default = np.asarray(default, np.float64)
         self.ranges = np.asarray(ranges, np.float64)  # [C, 2]: each coordinate's range (min, max)
-        self.shoulders = [tuple(self.index[f"{c}_{s}"] for c in ARM[:3]) for s in SIDES if f"arm_rot_{s}" in self.index]
+        self.shoulders = {side: tuple(index[f"{c}_{side}"] for c in SHOULDER) for side in SIDES
+                          if all(f"{c}_{side}" in index for c in SHOULDER)}  # fmt: skip
 
-    def fresh(self, last: np.ndarray, arms_only: bool = False) -> Iterator[tuple[str, np.ndarray]]:
-        """(name, coordinates) of each start other than the last pose: the model's default pose where the person
-        stands (the pelvis as last solved; not where only an arm is in doubt, so that the legs are not moved to
-        another of their equally good solutions), each arm turned half a turn about itself, and both."""
-        if not arms_only:
+    def fresh(self, last: np.ndarray, sides: tuple[str, ...] = SIDES,
+              whole: bool = True) -> Iterator[tuple[str, np.ndarray]]:  # fmt: skip
+        """(name, coordinates) of the starts other than the last pose, likeliest first: each of `sides`' arms
+        turned half a turn about itself (`arm_r_turned`, `arm_l_turned`), both (`arms_turned`), and where the
+        `whole` body is in doubt the model's default pose where the person stands (`default`: the pelvis as last
+        solved; not where only an arm is, so that the legs are not moved to another of their equally good
+        solutions)."""
+        sides = tuple(side for side in sides if side in self.shoulders)
+        for side in sides:
+            yield f"arm_{side}_turned", self.turn(last, (side,))
+        if len(sides) == 2:
+            yield "arms_turned", self.turn(last, sides)
+        if whole:
             default = self.default.copy()
             default[:PELVIS] = last[:PELVIS]
             yield "default", default
-        for side in SIDES:
-            if f"arm_rot_{side}" in self.index:
-                yield f"arm_{side}_turned", self.turn(last, (side,))
-        if len(self.shoulders) == 2:
-            yield "arms_turned", self.turn(last, SIDES)
 
     def turn(self, q: np.ndarray, sides: tuple[str, ...]) -> np.ndarray:
         out = q.copy()
         for side in sides:
-            i = self.index[f"arm_rot_{side}"]
-            out[i] = turned(out[i])
+            rot = self.shoulders[side][2]
+            out[rot] = wrapped(out[rot] + np.pi)
         return out
 
     def reading(self, q: np.ndarray) -> np.ndarray:
@@ -70,20 +81,19 @@ class Starts:
         raised overhead and swung down again; arms out sideways as abducted), its flexion within `FLEXION` (a whole
         turn, from behind the back to past overhead)."""
         out = q.copy()
-        for joint in self.shoulders:
-            a, b, c = q[list(joint)]
-            readings = [np.array([a, b, c]), np.array([a + np.pi, np.pi - b, c + np.pi])]
-            a, b, c = min((wrapped(r) for r in readings), key=lambda r: float(np.abs(r).sum()))
-            out[list(joint)] = FLEXION[0] + (a - FLEXION[0]) % (2 * np.pi), b, c
+        for flex, add, rot in self.shoulders.values():  # plain floats: a frame's few angles, numpy's cost is per call
+            a, b, c = float(q[flex]), float(q[add]), float(q[rot])
+            readings = [(wrap(a), wrap(b), wrap(c)), (wrap(a + math.pi), wrap(math.pi - b), wrap(c + math.pi))]
+            a, b, c = min(readings, key=lambda r: abs(r[0]) + abs(r[1]) + abs(r[2]))
+            out[flex], out[add], out[rot] = FLEXION[0] + (a - FLEXION[0]) % (2 * math.pi), b, c
         return out
 
-    def beyond(self, q: np.ndarray) -> float:
-        """How far (radians) the shoulder furthest outside its ranges of adduction and turn lies outside them, in
-        a pose read anatomically: an upper arm turned about itself past what a body can is a wrong basin's sign, or
-        the way into one (the flexion's range is not a body's, arms overhead pass it; the other coordinates are
-        held within theirs)."""
-        return max((self.outside(add, q[add]) + self.outside(rot, q[rot]) for _, add, rot in self.shoulders),
-                   default=0.0)  # fmt: skip
+    def beyond(self, q: np.ndarray) -> dict[str, float]:
+        """How far (radians) each shoulder of a pose read anatomically lies outside its ranges of adduction and
+        turn: an upper arm turned about itself past what a body can is a wrong basin's sign, or the way into one
+        (the flexion's range is not a body's, arms overhead pass it; the other coordinates are held within theirs)."""
+        return {side: self.outside(add, q[add]) + self.outside(rot, q[rot])
+                for side, (_, add, rot) in self.shoulders.items()}  # fmt: skip
 
     def distance(self, q: np.ndarray, last: np.ndarray) -> float:
         """How far a pose is from the last one: the angles' differences (radians, within half a turn) and the
@@ -96,8 +106,3 @@ class Starts:
         """How far `value` lies outside coordinate `i`'s range (0 within it)."""
         low, high = self.ranges[i]
         return max(low - value, value - high, 0.0)
-
-
-def wrapped(d):
-    """Angles (or their differences) brought within half a turn of zero."""
-    return (d + np.pi) % (2 * np.pi) - np.pi
