@@ -3,12 +3,16 @@
 #   here first:  bash benchmarks/gpu_wheels.sh    (wheels the GPU machine lacks, into .whl/)
 #   there:       bash benchmarks/gpu.sh           (device run with carry [".whl"]; results in $OUT, else
 #                                                  benchmarks/results/)
-# In order, each in its own time box (about 9 minutes in all, inside one 10-minute device call): the CUDA tests
-# (tests/test_cuda.py, skipped on machines without a GPU), NVDEC and NVENC against the CPU's decoder and x264
-# (benchmarks/hardware_video.py: the host CPU they save per 1080p frame), the live and multi-camera benchmarks on the GPU, the
-# model benchmark (benchmarks/gpu.py), the fleet row (cameras per GPU at 10 results/s; needs ray there) and the
-# TensorRT rows (benchmarks/runtimes.py; needs tensorrt there). Neither wheel is small enough to carry. A step
-# that fails or runs out of time is reported and the next one still runs; each starts with the time of day.
+# In order, each in its own time box (at most about 8.5 minutes in all, inside the session's 9 device minutes): the
+# CUDA tests (tests/test_cuda.py, skipped on machines without a GPU), NVDEC and NVENC against the CPU's decoder and
+# x264 (benchmarks/hardware_video.py: the host CPU they save per 1080p frame), the model benchmark
+# (benchmarks/gpu.py), the fleet row (cameras per GPU at 10 results/s; needs ray there), the TensorRT rows
+# (benchmarks/runtimes.py; needs tensorrt there) and the device rows of issue 72 (benchmarks/standin_device.py on
+# the real device: files 1-8 x 720p/1080p x pose/pose+seg, cameras per GPU, webcam matting; they replace the older
+# live and multi-camera steps). Neither ray's nor tensorrt's wheel is small enough to carry. A step that fails or
+# runs out of time is reported and the next one still runs; each starts with the time of day.
+#   ONLY=gpu_rows,gpu_model   runs those steps alone;  DEVICE=cpu   runs the device rows on the CPU (a dry run,
+#   tested by tests/test_standin_device.py on every CI run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-benchmarks/results}"
@@ -43,23 +47,25 @@ PY
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $out/NAME.log, report how it ended
     local name=$1 limit=$2
     shift 2
+    if [ -n "${ONLY:-}" ] && [[ ",$ONLY," != *",$name,"* ]]; then return 0; fi
     echo "=== $(date +%T) $name (limit ${limit}s)"
     timeout "$limit" "$@" 2>&1 | tee "$out/$name.log"
     local rc=${PIPESTATUS[0]}
     echo "=== $name: exit $rc$([ "$rc" = 124 ] && echo ' (out of time)')"
 }
-step gpu_tests 200 python3 -m pytest -m cuda tests/test_cuda.py -p no:cacheprovider -n 0 -rs
-step gpu_video 30 python3 -m benchmarks.hardware_video --frames 90 --json "$out/hardware_video.json"
-SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=8 step gpu_live 100 python3 -m benchmarks.live
-SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_COMPILE=off step gpu_multi 70 python3 -m benchmarks.multi_source
-step gpu_model 170 python3 -m benchmarks.gpu --batches 1,8 --json "$out/gpu.json"
+step gpu_tests 140 python3 -m pytest -m cuda tests/test_cuda.py -p no:cacheprovider -n 0 -rs
+step gpu_video 25 python3 -m benchmarks.hardware_video --frames 90 --json "$out/hardware_video.json"
+step gpu_model 110 python3 -m benchmarks.gpu --batches 1,8 --json "$out/gpu.json"
 if python3 -c "import ray" 2>/dev/null; then
-    SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=10 step gpu_fleet 30 python3 -m benchmarks.fleet
-else
+    SAPIENS2_BENCH_DEVICE=cuda SAPIENS2_BENCH_LIVE_S=10 step gpu_fleet 25 python3 -m benchmarks.fleet
+elif [ -z "${ONLY:-}" ]; then
     echo "=== gpu_fleet: skipped: ray is not on this machine (its wheel is too big to carry)"
 fi
 if python3 -c "import tensorrt" 2>/dev/null; then  # TensorRT engines (bf16, fp16) against eager and compiled bf16
-    step gpu_runtimes 90 python3 -m benchmarks.runtimes --device cuda --repeats 3 --json "$out/runtimes_gpu.json"
-else
+    step gpu_runtimes 50 python3 -m benchmarks.runtimes --device cuda --repeats 3 --json "$out/runtimes_gpu.json"
+elif [ -z "${ONLY:-}" ]; then
     echo "=== gpu_runtimes: skipped: tensorrt is not on this machine (its wheel is too big to carry)"
 fi
+# the stand-in's rows on the real device: one JSON line per row in the log, all of them in the JSON
+step gpu_rows 150 python3 -m benchmarks.standin_device --device "${DEVICE:-cuda}" --quick \
+    --json "$out/standin_device_${DEVICE:-cuda}.json"

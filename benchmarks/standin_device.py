@@ -1,165 +1,308 @@
-"""Does the pipeline keep a device busy? The device replaced by a stand-in of fixed latency per batch, proven on
-the CPU (issue 61, item 1).
+"""How many cameras one GPU carries, proven at the device's pace on a CPU host (issues 61 and 72).
 
-On a GPU, everything `InferenceEngine.run` does happens on the device (crops, forwards, flip, heatmap decoding,
-the part labels upsampled to the frame) and the host waits for its results. The stand-in takes the place of that
-call on the engine's device thread: it waits `LATENCY_S` per micro-batch without holding the GIL (as waiting on a
-synchronise does) and returns the results the real engine gives, of the same shapes and dtypes (keypoints, scores,
-part labels at the frame's size: captured from one real run per resolution, then copied). Everything the host does
-is real: decoding, detection (fixed boxes), tracking, smoothing, drawing the annotated video, encoding it, JSON.
+    python -m benchmarks.standin_device [--quick] [--scale 4] [--json benchmarks/results/standin_device.json]
+    python -m benchmarks.standin_device --device cuda     # the same rows on a real device (benchmarks/gpu.sh)
 
-Measured per row (sources, resolution): the device's busy share (time inside the stand-in over the run's wall
-time), the host's CPU time per frame and per person (the process's user + system time, all threads, over frames
-written) and frames written per second. A device kept busy is >= 90%; where it is not, the host is the bottleneck
-and `host_fps_per_core` (1000 / CPU-ms per frame) says what each host core feeds.
+The device is replaced by a stand-in that costs what the model costs (`benchmarks.standin`: `fixed + per_input x
+inputs` per task, from the H200 figures, flip counted twice, `--scale` times slower); everything the host does is
+real: decoding, detection (fixed boxes), tracking, smoothing, the part labels' steadying, drawing and encoding the
+annotated video, the JSONL. Three kinds of row, each printed as one JSON object on its own line:
 
-Sources are lavfi test patterns (decoded as a camera's frames are), pose and seg, two people per frame, the
-annotated video and the JSONL written, policy block (nothing dropped).
+- **the matrix** (`1x720p-pose@1`): 1, 4 and 8 files, 720p and 1080p, pose and pose + seg, the annotated video and
+  the JSONL written, policy block, at the H200's pace and `--scale` times slower. A row is `device_bound` where the
+  host had room to spare (its CPU under `HOST_FULL` of its cores): then the device is what limits it and should be
+  kept >= 90% busy; else the row is bound by the host and `host_cpu_ms_by_stage` says where the CPU went.
+- **cameras per device** (`cameras-5`): 4 to 7 live cameras at 10 frames/s, 640x360, two rendered people each,
+  pose 0.4b (flip off) at the H200's pace; each camera's results/s, frame age, drops, and `cameras_served` (at
+  least 95% of its frames, frame age p95 <= 0.5 s).
+- **`webcam_matting`**: pipelines/webcam_matting.yaml on a 30 fps 720p camera, the matting model costed as 1b.
 
-Run: `python -m benchmarks.standin_device` (about 4 minutes on 2 cores); results in
-benchmarks/results/standin_device.json.
+`--device cpu|cuda` runs the same rows on that device's real engine, no stand-in (a GPU: 0.4b-shaped random
+models; the CPU: the tiny ones, a dry run of the rows' code). `--quick` runs every row shorter (under 5 minutes
+on 2 cores).
 """
 
 from __future__ import annotations
 
-import copy
+import argparse
 import json
 import os
-import resource
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import cv2
-import numpy as np
 import torch
 
-from sapiens2_stream.config import from_dict
+from benchmarks.standin import StandInDevice, TaskCost, ThreadClock, TimedEngine
+from sapiens2_stream.config import from_dict, parse_yaml
+from sapiens2_stream.io.synthetic import make_clip
 from sapiens2_stream.models import make_tiny_checkpoints
 from sapiens2_stream.runtime.pipeline import Pipeline
 from sapiens2_stream.runtime.pipeline_config import PipelineConfig
-from sapiens2_stream.runtime.results import FrameResult
 
-LATENCY_S = 0.040  # per micro-batch: about a 0.4b pose + seg batch of a few frames' people on an H100
-FRAMES = 60
-ROWS = [(1, (720, 1280)), (4, (720, 1280)), (1, (1080, 1920)), (4, (1080, 1920)), (8, (720, 1280))]
-RESULTS = Path(__file__).parent / "results" / "standin_device.json"
-
-
-class StandInDevice:
-    """`InferenceEngine.run` replaced: waits `latency_s` per micro-batch (GIL released) and gives each frame and
-    person what the real engine gave for a frame of that size (captured once per size, copied after)."""
-
-    def __init__(self, engine, latency_s: float) -> None:
-        self.real, self.latency_s = engine.run, latency_s
-        self.busy: list[float] = []
-        self.captured: dict[tuple, tuple[dict, dict]] = {}  # frame shape -> (frame outputs, a person's outputs)
-        self.capture_s, self.capture_cpu_s = 0.0, 0.0  # the real engine's time on the captures: not the host's
-
-    def __call__(self, frames: list, people: list, under_load: bool = False) -> list:
-        shape = frames[0].rgb.shape
-        if shape not in self.captured:  # once per size, the real engine (not counted as device time)
-            before = {k: v for k, v in vars(people[0][0]).items()}
-            wall, cpu = time.perf_counter(), time.thread_time()
-            result = self.real(frames[:1], people[:1], under_load)[0]
-            self.capture_s += time.perf_counter() - wall
-            self.capture_cpu_s += time.thread_time() - cpu
-            person = {k: v for k, v in vars(people[0][0]).items() if v is not before.get(k)}
-            blank = FrameResult(result.frame, [])
-            frame = {k: v for k, v in vars(result).items() if k not in ("frame", "people") and v is not None
-                     and v is not getattr(blank, k, None) and not isinstance(v, list)}  # fmt: skip
-            self.captured[shape] = plausible(frame, people[0], shape), person
-            return [result, *self(frames[1:], people[1:], under_load)] if len(frames) > 1 else [result]
-        start = time.perf_counter()
-        time.sleep(self.latency_s)  # releases the GIL, as waiting on the device does
-        frame_out, person_out = self.captured[shape]
-        results = []
-        for f, found in zip(frames, people, strict=True):
-            result = FrameResult(f, found)
-            for k, v in frame_out.items():
-                setattr(result, k, copy.copy(v))
-            for p in found:
-                for k, v in person_out.items():
-                    setattr(p, k, v.copy() if isinstance(v, np.ndarray) else copy.copy(v))
-            results.append(result)
-        self.busy.append(time.perf_counter() - start)
-        return results
+HOST_FULL = 0.85  # a host using this share of its cores, or a thread this share of the time, has no room left:
+# the row is bound by the host
+MATRIX_FRAMES = 60  # frames per source of the matrix rows (the files' length)
+RESOLUTIONS = {"720p": (720, 1280), "1080p": (1080, 1920)}
+CAMERA_FPS, CAMERA_SIZE = 10, (360, 640)
+SERVED_SHARE, SERVED_AGE_S = 0.95, 0.5  # a camera served: this share of its frames, frame age p95 within this
+WARM_S = 2.0  # a live row's rates are counted after its first seconds (models loaded, the first batches
+# captured; 1 s on a CPU dry run)
+WEBCAM = Path(__file__).parents[1] / "pipelines" / "webcam_matting.yaml"
 
 
-def plausible(frame: dict, people: list, shape: tuple) -> dict:
-    """A tiny random model's part labels are noise: a boundary at every pixel, which no trained model gives and
-    which sends the part labels' steadying down its slowest path. In their place: labels of the same shape and
-    dtype with a trained model's layout, background around each person and two parts inside (upper, lower body),
-    and class probabilities at the engine's small width that agree."""
-    if "seg" not in frame:
-        return frame
-    labels = np.zeros(shape[:2], np.uint8)
-    for p in people:
-        x, y, w, h = (int(v) for v in p.box)
-        labels[y : y + h // 2, x : x + w], labels[y + h // 2 : y + h, x : x + w] = 22, 13  # torso, legs
-    out = {**frame, "seg": labels}
-    if frame.get("seg_probabilities") is not None:
-        classes, h, w = frame["seg_probabilities"].shape
-        small = cv2.resize(labels, (w, h), interpolation=cv2.INTER_NEAREST)
-        probabilities = np.full((classes, h, w), 0.1 / (classes - 1), np.float32)
-        np.put_along_axis(probabilities, small[None].astype(np.int64), 0.9, axis=0)
-        out["seg_probabilities"] = probabilities.astype(frame["seg_probabilities"].dtype)
-    return out
+@dataclass
+class Bench:
+    """What every row shares: the models' folders, the device (None: the stand-in), how long rows run."""
+
+    work: Path
+    models: dict[str, Path]
+    device: str | None
+    quick: bool
+    clip: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.clip = self.work / "people-10fps.mp4"  # two rendered people, looped by the cameras
+        make_clip(self.clip, frames=40, size=CAMERA_SIZE, fps=CAMERA_FPS, people=2)
+        self.files = {res: self.work / f"test-{res}.mp4" for res in RESOLUTIONS}  # H.264, as cameras record
+        for res, (h, w) in RESOLUTIONS.items():
+            encode_test_pattern(self.files[res], w, h, MATRIX_FRAMES)
 
 
-def config(work: Path, tiny: dict, sources: int, size: tuple[int, int]) -> PipelineConfig:
-    h, w = size
+def encode_test_pattern(path: Path, width: int, height: int, frames: int) -> None:
+    """FFmpeg's moving test pattern as an H.264 file (x264, a keyframe a second), so that the matrix's sources
+    are decoded as a camera's recording is (a lavfi source would cost generating the pattern instead)."""
+    import av
+
+    with av.open(f"testsrc2=size={width}x{height}:rate=30", format="lavfi") as pattern, av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=30, options={"preset": "veryfast", "g": "30"})
+        video.width, video.height, video.pix_fmt = width, height, "yuv420p"
+        for i, frame in enumerate(pattern.decode(video=0)):
+            if i == frames:
+                break
+            out.mux(video.encode(frame.reformat(format="yuv420p")))
+        out.mux(video.encode(None))
+
+
+def two_boxes(height: int, width: int) -> list[list[float]]:
+    return [[width * 0.2, height * 0.2, width * 0.15, height * 0.6], [width * 0.6, height * 0.2, width * 0.15,
+                                                                      height * 0.6]]  # fmt: skip
+
+
+def matrix_config(bench: Bench, sources: int, res: str, tasks: tuple[str, ...], frames: int,
+                  out: Path) -> PipelineConfig:  # fmt: skip
+    h, w = RESOLUTIONS[res]
     return from_dict(PipelineConfig, {
-        "sources": [{"name": f"cam{i}", "uri": f"lavfi:testsrc2=size={w}x{h}:rate=30", "max_frames": FRAMES}
+        "sources": [{"name": f"cam{i}", "uri": str(bench.files[res]), "max_frames": frames}
                     for i in range(sources)],
-        "detector": {"type": "fixed", "boxes": [[w * 0.2, h * 0.2, w * 0.15, h * 0.6],
-                                                [w * 0.6, h * 0.2, w * 0.15, h * 0.6]]},
-        "models": {t: {"source": str(tiny[t]), "input_size": [256, 192], "flip": "off"} for t in ("pose", "seg")},
-        "runtime": {"device": "cpu", "policy": "block", "compile": "off"},
-        "outputs": {"dir": str(work / f"out-{sources}-{h}")},
+        "detector": {"type": "fixed", "boxes": two_boxes(h, w)},
+        "models": {t: {"source": str(bench.models[t]), "flip": "off"} | small(bench) for t in tasks},
+        "runtime": {"device": bench.device or "cpu", "policy": "block", "compile": "off"},
+        "outputs": {"dir": str(out)},
     })  # fmt: skip
 
 
-def measure(work: Path, tiny: dict, sources: int, size: tuple[int, int]) -> dict:
-    pipeline = Pipeline(config(work, tiny, sources, size))
-    device = StandInDevice(pipeline.engine, LATENCY_S)
+def small(bench: Bench) -> dict:
+    """The tiny models run at a small input (the stand-in costs the real one's); a real device runs its own."""
+    return {"input_size": [256, 192]} if bench.device != "cuda" else {}
+
+
+def camera_config(bench: Bench, cameras: int, out: Path) -> PipelineConfig:
+    h, w = CAMERA_SIZE
+    uri = f"lavfi:movie=filename={bench.clip}:loop=0,setpts=N/({CAMERA_FPS}*TB),realtime"
+    return from_dict(PipelineConfig, {
+        "sources": [{"name": f"cam{i}", "uri": uri} for i in range(cameras)],
+        "detector": {"type": "fixed", "boxes": [[0, 72, 80, 216], [560, 90, 80, 216]]},
+        "models": {"pose": {"source": str(bench.models["pose"]), "flip": "off"} | small(bench)},
+        "runtime": {"device": bench.device or "cpu", "compile": "off"},
+        "outputs": {"dir": str(out)},
+    })  # fmt: skip
+
+
+def webcam_config(bench: Bench, out: Path) -> PipelineConfig:
+    spec = parse_yaml(WEBCAM.read_text(), str(WEBCAM))
+    spec["source"] = {"uri": "lavfi:testsrc2=size=1280x720:rate=30,realtime"}
+    spec["models"]["matting"] |= {"source": str(bench.models["matting"])} | small(bench)
+    spec["runtime"]["device"] = bench.device or "cpu"
+    spec["runtime"]["compile"] = "off"
+    spec["outputs"] |= {"dir": str(out), "display": False}
+    return from_dict(PipelineConfig, spec)
+
+
+def measure(bench: Bench, cfg: PipelineConfig, costs: dict[str, TaskCost], scale: float,
+            seconds: float | None = None, warm_s: float = 0.0) -> dict:  # fmt: skip
+    """Run one configuration (live ones stopped after `seconds`, their rates counted after `warm_s`) on the
+    stand-in (or the real device): the run's figures, the device's busy share and the host's CPU by what it did."""
+    pipeline = Pipeline(cfg)
+    device = TimedEngine(pipeline.engine) if bench.device else StandInDevice(pipeline.engine, costs, scale)
     pipeline.engine.run = device
-    busy = device.busy
-    cpu_before, wall_before = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    summary = pipeline.run()
-    wall = time.perf_counter() - wall_before - device.capture_s
-    cpu_after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime) - device.capture_cpu_s
-    frames = summary["totals"]["frames_out"]
-    people = 2 * frames
-    host_ms = 1000 * cpu / frames
-    return {
-        "sources": sources, "resolution": f"{size[1]}x{size[0]}", "frames_written": frames,
-        "device_busy_share": round(sum(busy) / wall, 3), "forward_batches": len(busy),
-        "written_fps": round(frames / wall, 1), "host_cpu_ms_per_frame": round(host_ms, 1),
-        "host_cpu_ms_per_person": round(1000 * cpu / people, 1),
-        "host_fps_per_core": round(1000 / host_ms, 1), "stage_ms_per_frame": summary["stage_ms_per_frame"],
-        "source_stage_ms_per_frame": {k: v["p50"] for k, v in
-                                      next(iter(summary["sources"].values()))["stage_ms_per_frame"].items()},
+    counts: list[tuple[float, list[int], list[int]]] = []  # (time, written, frames in) per source, warm and at the end
+
+    def count() -> None:
+        counts.append((time.perf_counter(), [s.numbers.written for s in pipeline.streams],
+                       [s.numbers.stats.frames for s in pipeline.streams]))  # fmt: skip
+
+    if seconds is not None:
+        threading.Timer(warm_s, count).start()
+        threading.Timer(seconds, lambda: (count(), pipeline.request_stop())).start()
+    with ThreadClock() as clock:
+        wall = time.perf_counter()
+        summary = pipeline.run()
+        wall = time.perf_counter() - wall - device.capture_s
+    cpu = clock.by_role(ROLES)
+    cpu["device"] = max(0.0, cpu.get("device", 0.0) - device.capture_cpu_s)  # a stand-in's captures: not the host's
+    sources = list(summary["sources"].values())
+    frames = sum(s["frames_out"] for s in sources)
+    host_cpu = sum(v for k, v in cpu.items() if k not in ("device", "bench"))
+    cores = len(os.sched_getaffinity(0))
+    host_share = host_cpu / (wall * cores)
+    busiest, busiest_share = clock.busiest(wall, ("sapiens2-device", "thread-clock"))
+    row = {
+        "device_bound": bool(host_share < HOST_FULL and busiest_share < HOST_FULL),
+        "device_busy_share": None, "device_busy_share_whole_run": None,
+        "host_cpu_share": round(host_share, 3), "busiest_thread": busiest,
+        "busiest_thread_share": round(busiest_share, 3),
+        "written_fps": round(frames / wall, 1),
+        "frame_age_p50_s": round(max(s["frame_age_ms"]["p50"] for s in sources) / 1e3, 3),
+        "frame_age_p95_s": round(max(s["frame_age_ms"]["p95"] for s in sources) / 1e3, 3),
+        "host_cpu_ms_per_frame": round(1e3 * host_cpu / max(frames, 1), 1),
+        "host_cpu_ms_by_stage": by_stage(cpu, sources, frames), "frames_written": frames,
+        "dropped": sum(sum(s["dropped"].values()) for s in sources), "seconds": round(wall, 1),
+        "summary_sources": sources,
     }  # fmt: skip
+    if device.window:  # busy while the device had work (from its first batch to its last), and over the run
+        row["device_busy_share"] = round(device.share(), 3)
+        row["device_busy_share_whole_run"] = round(sum(device.busy) / wall, 3)
+    if len(counts) == 2:  # live: each source's results/s and frames in/s after the warm-up
+        (t0, w0, in0), (t1, w1, in1) = counts
+        row["steady_results_per_s"] = [round((b - a) / (t1 - t0), 2) for a, b in zip(w0, w1, strict=True)]
+        row["steady_frames_in_per_s"] = [round((b - a) / (t1 - t0), 2) for a, b in zip(in0, in1, strict=True)]
+    return row
+
+
+def stream_role(name: str) -> str:
+    """A source's two threads: its reader (the first its pool starts, decoding) and its writer."""
+    return "decode" if name.endswith("_0") else "writer"
+
+
+ROLES = {"stream-": stream_role, "sapiens2-detect": "detect", "sapiens2-device": "device", "video-encoder": "encode",
+         "MainThread": "loop", "thread-clock": "bench"}  # fmt: skip
+
+
+def by_stage(cpu: dict[str, float], sources: list[dict], frames: int) -> dict[str, float]:
+    """CPU-ms per written frame of each part of the host's work: decode (the readers), detect (the detector's
+    thread: here fixed boxes, so its preparation), loop (take, track, hand-offs), each source stage (the writers'
+    CPU split by the stages' times: temporal, smooth, write = drawing and JSON), encode (x264 and FFmpeg's threads:
+    the encoder's and the native ones)."""
+    ms = {k: 1e3 * v / max(frames, 1) for k, v in cpu.items() if k not in ("device", "bench")}
+    writer = ms.pop("writer", 0.0)
+    stage_ms: dict[str, float] = {}
+    for s in sources:
+        for stage, t in s["stage_ms_per_frame"].items():
+            stage_ms[stage] = stage_ms.get(stage, 0.0) + t["p50"]
+    total = sum(stage_ms.values()) or 1.0
+    out = {k: v for k, v in ms.items() if k not in ("native", "encode")}
+    out |= {stage: writer * t / total for stage, t in stage_ms.items()}
+    out["encode"] = ms.get("encode", 0.0) + ms.get("native", 0.0)
+    return {k: round(v, 2) for k, v in out.items()}
+
+
+def matrix_rows(bench: Bench, scales: list[float]) -> list[dict]:
+    rows = []
+    for scale in scales:
+        for sources in (1, 4, 8):
+            for res in RESOLUTIONS:
+                for tasks in (("pose",), ("pose", "seg")):
+                    frames = (20 if bench.quick else 40) if scale > 1 else (20 if bench.quick else MATRIX_FRAMES)
+                    frames = 2 if bench.device == "cpu" else frames
+                    name = f"{sources}x{res}-{'+'.join(tasks)}@{scale:g}"
+                    out = bench.work / name
+                    cfg = matrix_config(bench, sources, res, tasks, frames, out)
+                    row = {"row": name, "sources": sources, "resolution": res, "tasks": list(tasks), "scale": scale}
+                    row |= measure(bench, cfg, {t: TaskCost("0.4b") for t in tasks}, scale)
+                    rows.append(emit(row))
+    return rows
+
+
+def camera_rows(bench: Bench) -> list[dict]:
+    rows = []
+    for cameras in (4, 5, 6, 7):
+        seconds = 2.5 if bench.device == "cpu" else (8.0 if bench.quick else 20.0)
+        cfg = camera_config(bench, cameras, bench.work / f"cameras-{cameras}")
+        row = {"row": f"cameras-{cameras}", "cameras": cameras, "asked_results_per_s": CAMERA_FPS}
+        row |= measure(bench, cfg, {"pose": TaskCost("0.4b")}, 1.0, seconds, warm_s=warm(bench))
+        per = row.pop("steady_results_per_s")
+        ages = [s["frame_age_ms"]["p95"] / 1e3 for s in row["summary_sources"]]
+        served = [r >= SERVED_SHARE * CAMERA_FPS and a <= SERVED_AGE_S for r, a in zip(per, ages, strict=True)]
+        mean = sum(per) / len(per)
+        row |= {"results_per_s": per, "frame_age_p95_s_per_camera": [round(a, 3) for a in ages],
+                "cameras_served": sum(served), "fairness_max_off_mean": round(max(abs(r / mean - 1) for r in per), 3),
+                "served_share": [s.get("served_share") for s in row["summary_sources"]]}  # fmt: skip
+        rows.append(emit(row))
+    return rows
+
+
+def warm(bench: Bench) -> float:
+    return 1.0 if bench.device == "cpu" else WARM_S
+
+
+def webcam_row(bench: Bench) -> dict:
+    seconds = 2.5 if bench.device == "cpu" else (8.0 if bench.quick else 15.0)
+    cfg = webcam_config(bench, bench.work / "webcam_matting")
+    row = {"row": "webcam_matting", "matting": "1b", "camera_fps": 30, "resolution": "720p"}
+    row |= measure(bench, cfg, {"matting": TaskCost("1b")}, 1.0, seconds, warm_s=warm(bench))
+    row["written_fps_after_warm_up"] = row.pop("steady_results_per_s")[0]
+    return emit(row)
+
+
+def emit(row: dict) -> dict:
+    """One row as one JSON line (without the sources' whole summaries)."""
+    row = {k: v for k, v in row.items() if k != "summary_sources"}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def models_for(work: Path, device: str | None) -> dict[str, Path]:
+    """The models the rows load: tiny ones (the stand-in costs the real ones; a CPU dry run), or 0.4b-shaped
+    random ones on a real GPU (the matting one 0.4b too: a 1b checkpoint is too large to write in the time)."""
+    if device != "cuda":
+        return make_tiny_checkpoints(work / "tiny", ("pose", "seg", "matting"))
+    from sapiens2_stream.models import preset
+    from sapiens2_stream.models.tiny import random_model, save_released
+
+    folders = {}
+    for task in ("pose", "seg", "matting"):
+        folders[task] = work / f"{task}-0.4b"
+        save_released(random_model(preset(task, "0.4b"), seed=0), folders[task], f"sapiens2_{task}")
+    return folders
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="every row shorter (under 5 minutes on 2 cores)")
+    parser.add_argument("--scale", type=float, default=4.0, help="the matrix again this many times slower")
+    parser.add_argument("--device", choices=("cpu", "cuda"), help="the real engine on this device, no stand-in")
+    parser.add_argument("--rows", default="matrix,cameras,webcam", help="which kinds of row (comma-separated)")
+    parser.add_argument("--json", help="write every row here too")
+    args = parser.parse_args()
     torch.set_num_threads(1)
+    kinds = set(args.rows.split(","))
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        tiny = make_tiny_checkpoints(work / "tiny")
+        bench = Bench(Path(tmp), models_for(Path(tmp), args.device), args.device, args.quick)
         rows = []
-        for sources, size in ROWS:
-            row = measure(work, tiny, sources, size)
-            print({k: v for k, v in row.items() if k != "stage_ms_per_frame"}, flush=True)
-            rows.append(row)
-    cores = len(os.sched_getaffinity(0))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"latency_s_per_batch": LATENCY_S, "frames_per_source": FRAMES,
-                                   "host_cores": cores, "cpu": cpu_name(), "threads_at_end": threading.active_count(),
-                                   "rows": rows}, indent=1) + "\n")  # fmt: skip
+        if "matrix" in kinds:
+            rows += matrix_rows(bench, [1.0] if args.device else [1.0, args.scale])
+        if "cameras" in kinds:
+            rows += camera_rows(bench)
+        if "webcam" in kinds:
+            rows.append(webcam_row(bench))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({
+            "device": args.device or "stand-in (H200 figures)", "scale": args.scale, "quick": args.quick,
+            "host_cores": len(os.sched_getaffinity(0)), "cpu": cpu_name(), "rows": rows}, indent=1) + "\n")  # fmt: skip
 
 
 def cpu_name() -> str:

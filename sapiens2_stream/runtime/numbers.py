@@ -184,6 +184,7 @@ class SourceNumbers:
             "written_fps": round(self.written / elapsed, 2),
             "recent_fps": self.recent_fps(),
             "under_load_share": round(self.behind_s / elapsed, 3) if self.live else 0.0,
+            "served_share": round(self.processed / s.frames, 3) if self.live and s.frames else None,
             "people": self.people,
             "last_frame": self.last_frame,
             "result_age_s": None if self.last_written is None else round(time.time() - self.last_written, 3),

@@ -51,8 +51,10 @@ class Progress(Observer):
             return f"{stream.name + ': ' if stream.name else ''}{c['state']}{why}{nxt}"
         drops = ", ".join(f"{SHORT_REASONS[r]} {k}" for r, k in n["dropped"].items()) or "none"
         name = f"{stream.name}: " if stream.name else ""
-        rates = f"{n['recent_fps']['processed']:.1f} fps processed, {n['recent_fps']['written']:.1f} written"
-        return (f"{name}{rates}, age {n['frame_age_ms']['recent']:.0f} ms, drops: {drops}, "
+        recent = n["recent_fps"]
+        rates = f"{recent['processed']:.1f} fps processed, {recent['written']:.1f} written"
+        served = f", served {min(recent['processed'] / recent['in'], 1):.0%}" if stream.live and recent["in"] else ""
+        return (f"{name}{rates}{served}, age {n['frame_age_ms']['recent']:.0f} ms, drops: {drops}, "
                 f"behind {n['under_load_share']:.0%}")  # fmt: skip
 
     def ended(self) -> None:
@@ -68,6 +70,9 @@ def format_source(summary: dict) -> list[str]:
         lines.append("dropped: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in summary["dropped"].items()))
     if summary.get("under_load_share"):
         lines.append(f"behind the live source {summary['under_load_share']:.0%} of the time")
+    if summary.get("served_share") is not None and summary["served_share"] < 0.995:
+        lines.append(f"served {summary['served_share']:.0%} of the camera's frames (the rest dropped for want of "
+                     "time: the models are at capacity)")
     det = summary["detector"]
     if det["every"] != 1:
         lines.append(f"detector (every {det['every']}) ran on {det['frames_detected']} frames")

@@ -57,6 +57,8 @@ class RunCollector:
         people = GaugeMetricFamily("sapiens2_people", "people in the latest written frame", labels=["source"])
         fps = GaugeMetricFamily("sapiens2_processed_fps", "frames processed per second over the run", labels=["source"])
         behind = GaugeMetricFamily("sapiens2_under_load", "1 while a live source is behind", labels=["source"])
+        served = GaugeMetricFamily("sapiens2_served_share", "share of a live source's frames the models served over "
+                                   "the run (the rest dropped for want of time)", labels=["source"])  # fmt: skip
         up = GaugeMetricFamily("sapiens2_source_up", "1 while a live source's camera delivers, 0 while it is "
                                "connecting, reconnecting or given up", labels=["source"])  # fmt: skip
         failed = CounterMetricFamily("sapiens2_stage_errors", "stages that failed for a source (each is off for it "
@@ -73,9 +75,11 @@ class RunCollector:
             people.add_metric([label], numbers["people"])
             fps.add_metric([label], numbers["processed_fps"])
             behind.add_metric([label], float(s.waiting.under_load()))
+            if numbers["served_share"] is not None:
+                served.add_metric([label], numbers["served_share"])
             if s.source.connection is not None:
                 up.add_metric([label], float(s.source.connection.up))
-        yield from (dropped, outputs, people, fps, behind, up, failed)
+        yield from (dropped, outputs, people, fps, behind, served, up, failed)
         reports = {s.label: s.stage_reports() for s in streams}
         yield stage_status(reports)
         yield from event_metrics((label, r["event_counts"], r["event_counts"]["kinds"]) for label, r in reports.items()

@@ -21,7 +21,8 @@ from ..numbers import SourceNumbers
 from ..options import RuntimeConfig
 from .base import Stage, register_stage
 
-LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames were dropped for want of time
+LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames were dropped for want of time,
+LOAD_HOLD_MAX_S = 60.0  # doubled up to this each time it falls behind again within a hold of catching up
 
 
 class Waiting:
@@ -40,6 +41,7 @@ class Waiting:
         self.most = 0  # the most frames that waited at once
         self.stopping = False  # asked to stop: nothing more is taken, waiting frames are left unprocessed
         self.behind_until = 0.0
+        self.hold = LOAD_HOLD_S  # how long falling behind lasts now (`fell_behind`)
         self.last_take: float | None = None
 
     async def arrive(self, frame: Frame) -> bool:
@@ -53,7 +55,7 @@ class Waiting:
         elif len(self.frames) >= queue_size:
             self.frames.popleft()  # latest: superseded by a newer frame; drop_oldest: no room
             self.numbers.dropped["waiting_too_long" if self.policy == "latest" else "queue_full"] += 1
-            self.behind_until = time.time() + LOAD_HOLD_S
+            self.fell_behind(time.time())
         if self.stopping:
             self.numbers.left += 1
             return False
@@ -86,7 +88,7 @@ class Waiting:
                     old += 1
             self.numbers.dropped["waiting_too_long"] += old
             if old:
-                self.behind_until = now + LOAD_HOLD_S
+                self.fell_behind(now)
         frames = [self.frames.popleft() for _ in range(min(n, len(self.frames)))]
         if self.live and self.last_take is not None and self.under_load(now):
             self.numbers.behind_s += now - self.last_take
@@ -94,6 +96,18 @@ class Waiting:
         self.in_flight += len(frames)
         self.room.set()
         return frames
+
+    def fell_behind(self, now: float) -> None:
+        """Frames were dropped for want of time: the source is behind for `hold` seconds (what thins out under
+        load stays off: flip TTA with `flip: auto`, detections). Behind again within a hold of catching up, the hold
+        doubles (up to LOAD_HOLD_MAX_S): what came back once it caught up costs more than the camera allows (a
+        model whose flip TTA does not fit the frame rate would otherwise go on and off, dropping frames each time);
+        after a calm of ten holds it is LOAD_HOLD_S again."""
+        if self.behind_until and now >= self.behind_until:  # it had caught up
+            calm = now - self.behind_until
+            self.hold = min(2 * self.hold, LOAD_HOLD_MAX_S) if calm < self.hold else (
+                LOAD_HOLD_S if calm > 10 * self.hold else self.hold)  # fmt: skip
+        self.behind_until = now + self.hold
 
     def under_load(self, now: float | None = None) -> bool:
         """A live source falling behind: frames were dropped for want of time within the last LOAD_HOLD_S."""
