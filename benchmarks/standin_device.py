@@ -8,9 +8,10 @@ inputs` per task, from the H200 figures, flip counted twice, `--scale` times slo
 real: decoding, detection (fixed boxes), tracking, smoothing, the part labels' steadying, drawing and encoding the
 annotated video, the JSONL. Three kinds of row, each printed as one JSON object on its own line:
 
-- **the matrix** (`1x720p-pose@1`): 1, 4 and 8 files, 720p and 1080p, pose and pose + seg, the annotated video and
-  the JSONL written, policy block, at the H200's pace and `--scale` times slower. A row is `device_bound` where the
-  host had room to spare (its CPU under `HOST_FULL` of its cores): then the device is what limits it and should be
+- **the matrix** (`1x720p-pose@1`): 1, 4 and 8 files (H.264), 720p and 1080p, pose and pose + seg, the annotated
+  video and the JSONL written, policy block, at the H200's pace and `--scale` times slower. A row is
+  `device_bound` where the device would run out first: its frames per second at full time (`device_capacity_fps`)
+  below the host's at `HOST_FULL` of its cores and of its busiest thread (`host_capacity_fps`). Then it should be
   kept >= 90% busy; else the row is bound by the host and `host_cpu_ms_by_stage` says where the CPU went.
 - **cameras per device** (`cameras-5`): 4 to 7 live cameras at 10 frames/s, 640x360, two rendered people each,
   pose 0.4b (flip off) at the H200's pace; each camera's results/s, frame age, drops, and `cameras_served` (at
@@ -159,8 +160,13 @@ def measure(bench: Bench, cfg: PipelineConfig, costs: dict[str, TaskCost], scale
     cores = len(os.sched_getaffinity(0))
     host_share = host_cpu / (wall * cores)
     busiest, busiest_share = clock.busiest(wall, ("sapiens2-device", "thread-clock"))
+    # which would run out first: the device at full time, or the host with its cores (and its busiest thread) at
+    # HOST_FULL, each in frames per second of this row's work
+    device_fps = frames / sum(device.busy) if device.busy else float("inf")
+    host_fps = HOST_FULL * frames / wall / max(host_share, busiest_share, 1e-9)
     row = {
-        "device_bound": bool(host_share < HOST_FULL and busiest_share < HOST_FULL),
+        "device_bound": bool(device_fps < host_fps), "device_capacity_fps": round(device_fps, 1),
+        "host_capacity_fps": round(host_fps, 1),
         "device_busy_share": None, "device_busy_share_whole_run": None,
         "host_cpu_share": round(host_share, 3), "busiest_thread": busiest,
         "busiest_thread_share": round(busiest_share, 3),
@@ -257,6 +263,46 @@ def webcam_row(bench: Bench) -> dict:
     return emit(row)
 
 
+def host_parts(bench: Bench) -> dict:
+    """The host's parts a matrix row does not tell apart, per 1080p frame with two people of 308 keypoints, each
+    timed alone (median of 30): drawing the annotated picture (boxes, skeletons), the JSONL record (built and
+    serialised), and a person detector's preparation (YOLO's letterbox to 640, ultralytics' own)."""
+    import numpy as np
+
+    from sapiens2_stream.io.records import jsonl_record
+    from sapiens2_stream.io.sources import Frame
+    from sapiens2_stream.io.video_sinks import annotate
+    from sapiens2_stream.runtime.results import FrameResult, Person
+
+    rng = np.random.default_rng(0)
+    h, w = RESOLUTIONS["1080p"]
+    rgb = rng.integers(0, 255, (h, w, 3), np.uint8)
+    people = []
+    for i, (x, y, bw, bh) in enumerate(two_boxes(h, w)):
+        kp = np.column_stack([rng.uniform(x, x + bw, 308), rng.uniform(y, y + bh, 308)]).astype(np.float32)
+        people.append(Person(i + 1, np.array([x, y, bw, bh], np.float32), 0.9, kp, rng.uniform(0.2, 1, 308)))
+    result = FrameResult(Frame(0, 0.0, time.time(), rgb), people)
+
+    def median_ms(fn) -> float:
+        times = []
+        for _ in range(30):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return round(1e3 * sorted(times)[len(times) // 2], 2)
+
+    row = {"row": "host_parts_1080p", "draw_ms": median_ms(lambda: annotate(result, ["pose", "boxes"], 0.3)),
+           "jsonl_ms": median_ms(lambda: json.dumps(jsonl_record(result, "cam0", {"pose": "sapiens2-pose"})))}
+    try:
+        from ultralytics.data.augment import LetterBox
+
+        box = LetterBox((640, 640), auto=False)
+        row["detector_preparation_ms"] = median_ms(lambda: box(image=rgb))
+    except ImportError:
+        row["detector_preparation_ms"] = None
+    return emit(row)
+
+
 def emit(row: dict) -> dict:
     """One row as one JSON line (without the sources' whole summaries)."""
     row = {k: v for k, v in row.items() if k != "summary_sources"}
@@ -284,7 +330,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="every row shorter (under 5 minutes on 2 cores)")
     parser.add_argument("--scale", type=float, default=4.0, help="the matrix again this many times slower")
     parser.add_argument("--device", choices=("cpu", "cuda"), help="the real engine on this device, no stand-in")
-    parser.add_argument("--rows", default="matrix,cameras,webcam", help="which kinds of row (comma-separated)")
+    parser.add_argument("--rows", default="matrix,cameras,webcam,parts", help="which kinds of row (comma-separated)")
     parser.add_argument("--json", help="write every row here too")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -298,6 +344,8 @@ def main() -> None:
             rows += camera_rows(bench)
         if "webcam" in kinds:
             rows.append(webcam_row(bench))
+        if "parts" in kinds:
+            rows.append(host_parts(bench))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({

@@ -57,8 +57,17 @@ def test_live_camera_faster_than_the_models_delivers_at_the_file_rate(tmp_path, 
     # frame age within two batches of processing (detect and infer) and outputs, plus one frame interval
     bound = frame_age_bound_ms(live, fps)
     assert summary["frame_age_ms"]["p95"] <= bound, (summary["frame_age_ms"], bound)
-    # degraded by choice, visibly: behind nearly all the time, so the detector ran on about every 3rd frame
+    # degraded by choice, visibly: behind nearly all the time, so the detector ran on about every 3rd frame; the
+    # share of the camera's frames served is said in the summary, the status line and /metrics
     assert summary["under_load_share"] > 0.8 and on_camera.summary["live_batch_sizes"]
+    assert summary["served_share"] == round(stream.numbers.processed / summary["frames_in"], 3) < 0.7
+    from sapiens2_stream.runtime.progress import Progress, format_source
+    from sapiens2_stream.runtime.prometheus import RunCollector
+
+    assert f"served {summary['served_share']:.0%} of the camera's frames" in "\n".join(format_source(summary))
+    assert "served" in Progress.status(stream) or stream.numbers.recent_fps()["in"] == 0  # recent: the camera ended
+    metric = next(m for m in RunCollector(live).collect() if m.name == "sapiens2_served_share")
+    assert [s.value for s in metric.samples] == [summary["served_share"]]
     assert summary["detector"]["frames_detected"] <= summary["frames_out"] / 2
     assert file_summary["detector"]["frames_detected"] == frames  # a file never falls behind: every frame
     with av.open(str(tmp_path / "live" / "out" / "annotated.mp4")) as video:

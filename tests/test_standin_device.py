@@ -75,7 +75,9 @@ def test_gpu_sh_runs_the_device_rows_dry_on_the_cpu(tmp_path):
     rows = {row["row"]: row for row in lines}
     matrix = [f"{n}x{res}-{tasks}@1" for n in (1, 4, 8) for res in ("720p", "1080p") for tasks in ("pose", "pose+seg")]
     cameras = [f"cameras-{n}" for n in (4, 5, 6, 7)]
-    assert list(rows) == [*matrix, *cameras, "webcam_matting"]
+    assert list(rows) == [*matrix, *cameras, "webcam_matting", "host_parts_1080p"]
+    parts = rows.pop("host_parts_1080p")
+    assert parts["draw_ms"] > 0 and parts["jsonl_ms"] > 0 and parts["detector_preparation_ms"] > 0
     for row in rows.values():
         assert {"row", "device_bound", "device_busy_share", "written_fps", "frame_age_p95_s",
                 "host_cpu_ms_per_frame"} <= set(row), row  # fmt: skip
@@ -86,5 +88,5 @@ def test_gpu_sh_runs_the_device_rows_dry_on_the_cpu(tmp_path):
         assert 0 <= row["cameras_served"] <= row["cameras"]
     assert "temporal" in rows["1x720p-pose+seg@1"]["host_cpu_ms_by_stage"]  # seg's steadying, on the writer
     saved = json.loads((tmp_path / "standin_device_cpu.json").read_text())
-    assert saved["device"] == "cpu" and [r["row"] for r in saved["rows"]] == list(rows)
+    assert saved["device"] == "cpu" and [r["row"] for r in saved["rows"]] == [*rows, "host_parts_1080p"]
     assert json.loads((tmp_path / "run.json").read_text())["torch"]

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 END = object()  # the end of input, on every hand-off
 BATCH_STAGES = ("take", "detect", "track", "infer")  # the path below, in `stages.base.ORDER`'s order
 EMA = 0.3  # weight of the newest measurement in the cost estimates
+ROOM = 0.9  # the share of the models' time live frames may take with everything on (flip TTA)
 
 
 def smoothed(previous: float | None, value: float) -> float:
@@ -53,8 +54,11 @@ class ModelClock:
     batch (smoothed), and when the models are expected to be free (`busy_until`, monotonic; `models_free` is set
     whenever they are)."""
 
-    def __init__(self) -> None:
+    def __init__(self, thins: bool = False) -> None:
+        """`thins`: the models leave work out under load (a task's `flip: auto`)."""
+        self.thins = thins
         self.cost_per_frame: float | None = None
+        self.thinned: dict[bool, float | None] = {False: None, True: None}  # cost per frame, all on / thinned out
         self.detect_s: float | None = None
         self.busy_until = 0.0
         self.models_free = asyncio.Event()
@@ -67,12 +71,22 @@ class ModelClock:
         self.busy_until = time.monotonic() + (self.cost_per_frame or 0.0) * frames
         self.models_free.clear()
 
-    def computed(self, seconds: float | None, frames: int) -> None:
+    def computed(self, seconds: float | None, frames: int, thinned: bool = False) -> None:
         """The models are free again; `seconds`: what the frames took (None: the batch was released or abandoned,
-        nothing measured)."""
+        nothing measured); `thinned`: the batch ran as under load (`flip: auto` left flip TTA out)."""
         self.models_free.set()
         if seconds is not None:
             self.cost_per_frame = smoothed(self.cost_per_frame, seconds / frames)
+            self.thinned[thinned] = smoothed(self.thinned[thinned], seconds / frames)
+
+    def room_for_all(self, frames_per_s: float) -> bool:
+        """Whether the models have room, at `frames_per_s` arriving from live sources, for what they leave out
+        under load (flip TTA doubles a flipped task's work): its cost per frame measured, else twice the thinned
+        one, within ROOM of the time there is. Unknown, or nothing left out: yes (tried, then measured)."""
+        if not self.thins:
+            return True
+        full = self.thinned[False] or (2 * self.thinned[True] if self.thinned[True] is not None else None)
+        return full is None or full * frames_per_s <= ROOM
 
 
 @dataclass
@@ -178,7 +192,7 @@ async def run_batches(stages: Sequence, states: dict, batch: BatchRun, observers
             try:
                 results, seconds = await timed(infer, items)
             finally:
-                clock.computed(seconds if results else None, len(items))
+                clock.computed(seconds if results else None, len(items), any(i.behind for i in items))
             for item, result in results:
                 item.stream.deliver(result)
         for observer in observers:

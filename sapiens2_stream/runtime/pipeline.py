@@ -219,7 +219,8 @@ class Pipeline:
         self.owns_models = loaded is None  # then their threads end with the run
         self.loaded = loaded or load_models(cfg)
         self.engine = self.loaded.engine
-        self.clock = ModelClock()  # what the models cost, measured as the batches go
+        # what the models cost, measured as the batches go; whether they leave work out under load (`flip: auto`)
+        self.clock = ModelClock(thins=any(m.flip == "auto" for m in self.engine.cfg.values()))
         self.planner = Planner(self.streams, self.clock, rt.max_frames_per_batch, rt.max_frame_age_s)
         self.batch = BatchRun(self.streams, self.planner, self.clock, self.loaded, self.stop, self.abandon, self.serve,
                               self.times)  # fmt: skip

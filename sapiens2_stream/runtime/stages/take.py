@@ -127,11 +127,21 @@ def frames_within(budget_s: float, cost_per_frame: float, max_frames: int) -> in
     return max(1, min(max_frames, int(budget_s / cost_per_frame)))
 
 
+def served(stream) -> float:
+    """The share of a live source's frames the models have taken so far (0 for a source that never drops). The
+    least served live camera goes first: at a device's capacity, cameras whose frames happen to arrive just after
+    a take would otherwise lose their turn again and again, while one whose frames come just before it gains."""
+    waiting = stream.waiting
+    frames = waiting.numbers.stats.frames
+    return (waiting.numbers.processed + waiting.in_flight) / frames if waiting.drops_allowed and frames else 0.0
+
+
 class Planner:
     """Which frames the next micro-batch takes, and how many.
 
     Sources are served round robin (one frame each per round, starting after the last source served the time
-    before), so no camera gets ahead of the others and a file takes its turn like a camera. Without live sources
+    before), the least served live cameras first, so no camera gets ahead of the others and a file takes its turn
+    like a camera. Without live sources
     a batch is `max_frames_per_batch` frames (throughput); with them, as many as fit in the latency budget
     (`max_frame_age_s`) at the cost per frame the lanes measured (`clock`), at least 1. `work` is set whenever
     something changed that may let a batch be taken (a frame arrived, a result was written, a source ended).
@@ -151,13 +161,16 @@ class Planner:
 
     def ready(self) -> list:
         order = self.streams[self.cursor :] + self.streams[: self.cursor]
+        order.sort(key=served)  # stable: round robin among the equally served
         return [s for s in order if s.waiting.admission() > 0]
 
     def size(self) -> int:
         return self.live_batch() if any(s.waiting.live for s in self.streams if s.reading) else self.max_frames
 
     def take(self) -> list[Item]:
-        """The next micro-batch's frames, each an `Item` (marked `behind` when its live source is behind)."""
+        """The next micro-batch's frames, each an `Item`, marked `behind` when its live source is behind or when
+        the models have no room for all their work at the live sources' rate (`ModelClock.room_for_all`: `flip:
+        auto` then leaves flip TTA out before frames are dropped, not after)."""
         ready = self.ready()
         if not ready:
             return []
@@ -172,7 +185,10 @@ class Planner:
             if not grew:
                 break
         served = [s for s in ready if shares[s]]
-        items = [Item(s, frame, behind=s.waiting.under_load()) for s in served for frame in s.waiting.take(shares[s])]
+        room = self.clock.room_for_all(sum(s.waiting.numbers.recent_fps()["in"] for s in self.streams
+                                           if s.waiting.live and s.reading))  # fmt: skip
+        items = [Item(s, frame, behind=s.waiting.under_load() or (s.waiting.live and not room))
+                 for s in served for frame in s.waiting.take(shares[s])]  # fmt: skip
         if served:  # the next batch starts with the source after the last one served
             self.cursor = (self.streams.index(served[-1]) + 1) % len(self.streams)
         if items and any(item.stream.waiting.live for item in items):
