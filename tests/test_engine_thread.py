@@ -133,6 +133,12 @@ class FakeWaiting:
     def under_load(self):
         return False
 
+    def served_share(self):
+        return 0.0
+
+    def arriving_fps(self):
+        return 0.0
+
 
 class FakeStream:
     def __init__(self, live, waiting):

@@ -67,7 +67,9 @@ def display_orientation(frame) -> Orientation:
     Read it once per stream, not per frame: PyAV's side-data container and its frame refer to each other, so each
     frame read this way (with its picture buffers, natively allocated) lives until Python's cyclic collector runs,
     which on a large heap can be minutes (a live run's memory grew by hundreds of MB an hour)."""
-    for data in frame.side_data:
+    side = frame.side_data
+    for key in side:
+        data = key if hasattr(key, "type") else side[key]  # PyAV 18.1.0 iterates its side data, 18.1.1 their types
         if data.type.name == "DISPLAYMATRIX":
             m = np.frombuffer(bytes(data)[:36], np.int32)
             a, b, c, d = int(m[0]), int(m[1]), int(m[3]), int(m[4])

@@ -109,6 +109,18 @@ class Waiting:
                 LOAD_HOLD_S if calm > 10 * self.hold else self.hold)  # fmt: skip
         self.behind_until = now + self.hold
 
+    def served_share(self) -> float:
+        """The share of a live source's frames the models have taken so far (0 for a source that never drops). The
+        planner serves the least served live camera first: at a device's capacity, cameras whose frames happen to
+        arrive just after a take would otherwise lose their turn again and again, while one whose come just
+        before it gains."""
+        frames = self.numbers.stats.frames
+        return (self.numbers.processed + self.in_flight) / frames if self.drops_allowed and frames else 0.0
+
+    def arriving_fps(self) -> float:
+        """Frames a second a live source has been delivering lately (0 for a file: it waits for the models)."""
+        return self.numbers.recent_fps()["in"] if self.live else 0.0
+
     def under_load(self, now: float | None = None) -> bool:
         """A live source falling behind: frames were dropped for want of time within the last LOAD_HOLD_S."""
         return self.live and (now or time.time()) < self.behind_until
@@ -127,22 +139,13 @@ def frames_within(budget_s: float, cost_per_frame: float, max_frames: int) -> in
     return max(1, min(max_frames, int(budget_s / cost_per_frame)))
 
 
-def served(stream) -> float:
-    """The share of a live source's frames the models have taken so far (0 for a source that never drops). The
-    least served live camera goes first: at a device's capacity, cameras whose frames happen to arrive just after
-    a take would otherwise lose their turn again and again, while one whose frames come just before it gains."""
-    waiting = stream.waiting
-    frames = waiting.numbers.stats.frames
-    return (waiting.numbers.processed + waiting.in_flight) / frames if waiting.drops_allowed and frames else 0.0
-
-
 class Planner:
     """Which frames the next micro-batch takes, and how many.
 
     Sources are served round robin (one frame each per round, starting after the last source served the time
-    before), the least served live cameras first, so no camera gets ahead of the others and a file takes its turn
-    like a camera. Without live sources
-    a batch is `max_frames_per_batch` frames (throughput); with them, as many as fit in the latency budget
+    before), the least served live cameras first (`Waiting.served_share`), so no camera gets ahead of the others
+    and a file takes its turn like a camera. Without live sources a batch is `max_frames_per_batch` frames
+    (throughput); with them, as many as fit in the latency budget
     (`max_frame_age_s`) at the cost per frame the lanes measured (`clock`), at least 1. `work` is set whenever
     something changed that may let a batch be taken (a frame arrived, a result was written, a source ended).
     """
@@ -161,7 +164,7 @@ class Planner:
 
     def ready(self) -> list:
         order = self.streams[self.cursor :] + self.streams[: self.cursor]
-        order.sort(key=served)  # stable: round robin among the equally served
+        order.sort(key=lambda s: s.waiting.served_share())  # stable: round robin among the equally served
         return [s for s in order if s.waiting.admission() > 0]
 
     def size(self) -> int:
@@ -185,8 +188,7 @@ class Planner:
             if not grew:
                 break
         served = [s for s in ready if shares[s]]
-        room = self.clock.room_for_all(sum(s.waiting.numbers.recent_fps()["in"] for s in self.streams
-                                           if s.waiting.live and s.reading))  # fmt: skip
+        room = self.clock.room_for_all(sum(s.waiting.arriving_fps() for s in self.streams if s.reading))
         items = [Item(s, frame, behind=s.waiting.under_load() or (s.waiting.live and not room))
                  for s in served for frame in s.waiting.take(shares[s])]  # fmt: skip
         if served:  # the next batch starts with the source after the last one served
