@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 END = object()  # the end of input, on every hand-off
 BATCH_STAGES = ("take", "detect", "track", "infer")  # the path below, in `stages.base.ORDER`'s order
 EMA = 0.3  # weight of the newest measurement in the cost estimates
-ROOM = 0.9  # the share of the models' time live frames may take with everything on (flip TTA)
 
 
 def smoothed(previous: float | None, value: float) -> float:
@@ -78,15 +77,6 @@ class ModelClock:
         if seconds is not None:
             self.cost_per_frame = smoothed(self.cost_per_frame, seconds / frames)
             self.thinned[thinned] = smoothed(self.thinned[thinned], seconds / frames)
-
-    def room_for_all(self, frames_per_s: float) -> bool:
-        """Whether the models have room, at `frames_per_s` arriving from live sources, for what they leave out
-        under load (flip TTA doubles a flipped task's work): its cost per frame measured, else twice the thinned
-        one, within ROOM of the time there is. Unknown, or nothing left out: yes (tried, then measured)."""
-        if not self.thins:
-            return True
-        full = self.thinned[False] or (2 * self.thinned[True] if self.thinned[True] is not None else None)
-        return full is None or full * frames_per_s <= ROOM
 
 
 @dataclass

@@ -23,6 +23,7 @@ from .base import Stage, register_stage
 
 LOAD_HOLD_S = 1.0  # a live source counts as behind for this long after frames were dropped for want of time,
 LOAD_HOLD_MAX_S = 60.0  # doubled up to this each time it falls behind again within a hold of catching up
+ROOM = 0.9  # the share of the models' time live frames may take with everything on (flip TTA)
 
 
 class Waiting:
@@ -162,6 +163,16 @@ class Planner:
             return 1
         return frames_within(self.budget_s, self.clock.cost_per_frame, self.max_frames)
 
+    def room_for_all(self, frames_per_s: float) -> bool:
+        """Whether the models have room, at `frames_per_s` arriving from live sources, for what they leave out
+        under load (flip TTA doubles a flipped task's work): its cost per frame measured, else twice the thinned
+        one, within ROOM of the time there is. Unknown, or nothing left out: yes (tried, then measured)."""
+        clock = self.clock
+        if not clock.thins:
+            return True
+        full = clock.thinned[False] or (2 * clock.thinned[True] if clock.thinned[True] is not None else None)
+        return full is None or full * frames_per_s <= ROOM
+
     def ready(self) -> list:
         order = self.streams[self.cursor :] + self.streams[: self.cursor]
         order.sort(key=lambda s: s.waiting.served_share())  # stable: round robin among the equally served
@@ -172,8 +183,8 @@ class Planner:
 
     def take(self) -> list[Item]:
         """The next micro-batch's frames, each an `Item`, marked `behind` when its live source is behind or when
-        the models have no room for all their work at the live sources' rate (`ModelClock.room_for_all`: `flip:
-        auto` then leaves flip TTA out before frames are dropped, not after)."""
+        the models have no room for all their work at the live sources' rate (`room_for_all`: `flip: auto` then
+        leaves flip TTA out before frames are dropped, not after)."""
         ready = self.ready()
         if not ready:
             return []
@@ -188,7 +199,7 @@ class Planner:
             if not grew:
                 break
         served = [s for s in ready if shares[s]]
-        room = self.clock.room_for_all(sum(s.waiting.arriving_fps() for s in self.streams if s.reading))
+        room = self.room_for_all(sum(s.waiting.arriving_fps() for s in self.streams if s.reading))
         items = [Item(s, frame, behind=s.waiting.under_load() or (s.waiting.live and not room))
                  for s in served for frame in s.waiting.take(shares[s])]  # fmt: skip
         if served:  # the next batch starts with the source after the last one served
