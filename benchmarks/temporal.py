@@ -20,8 +20,8 @@ import torch
 from benchmarks.common import main_with_figure, median_seconds
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.processing.dense import reduced_size
-from sapiens2_stream.runtime.options import TemporalConfig
 from sapiens2_stream.runtime.results import FrameResult, Person
+from sapiens2_stream.runtime.task_sections import TemporalConfig
 from sapiens2_stream.runtime.temporal_filter import TemporalFilter
 from sapiens2_stream.temporal import DenseStabilizer
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 # the run's own beginning and end (their calls are not the frame's walk, wherever they happen)
 NOT_THE_FRAME = {"open", "close", "summary", "started", "ended", "source_added", "source_closed", "census",
-                 "_halt_readers", "lanes", "snapshot", "ending", "_loop"}  # fmt: skip
+                 "_halt_readers", "lanes", "snapshot", "ending", "_loop", "torch_threads"}  # fmt: skip
 RESUMABLE = 0x20 | 0x80 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
 
 

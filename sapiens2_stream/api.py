@@ -51,10 +51,10 @@ from .io.sources import Feed, forget_feed, register_feed
 from .models.metadata import pose_metadata
 from .models.tasks import hub_id
 from .registry import SINKS, STAGES
-from .runtime.options import temporal_outputs
 from .runtime.pipeline import Pipeline, load_models
 from .runtime.pipeline_config import config_from
 from .runtime.results import FrameResult
+from .runtime.task_sections import temporal_outputs
 
 
 @section

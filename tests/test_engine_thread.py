@@ -9,10 +9,9 @@ import pytest
 import torch
 
 from sapiens2_stream.runtime import device as device_module
-from sapiens2_stream.runtime.batch_path import ModelClock
 from sapiens2_stream.runtime.device import DeviceTransfers, resolve_dtype
+from sapiens2_stream.runtime.flow import ModelClock, Planner
 from sapiens2_stream.runtime.pipeline import Pipeline, load_models
-from sapiens2_stream.runtime.stages.take import Planner
 from tests.test_pipeline import config
 
 
@@ -190,3 +189,25 @@ def test_dtype_auto_follows_kernels_held_to_avx2():
                           ({"ONEDNN_MAX_CPU_ISA": "AVX2"}, onednn)):  # fmt: skip
         out = subprocess.run([sys.executable, "-c", ask], env={**clean, **env}, capture_output=True, text=True)
         assert "torch.float32" in out.stdout and expected in out.stdout, out.stdout + out.stderr
+
+
+def test_a_run_gives_back_the_callers_torch_thread_setting(tmp_path, tiny_dir):
+    """`runtime.threads` is the run's, not the process's: torch's setting is process-wide, so a Python API user's
+    own torch work after a run (or a second pipeline without the key) must find the setting it had before."""
+    from sapiens2_stream.io.synthetic import make_clip
+
+    clip = tmp_path / "c.mp4"
+    make_clip(clip, frames=3, size=(120, 160), people=1)
+    before = torch.get_num_threads()
+    caller = 1 if before != 1 else 2
+    torch.set_num_threads(caller)
+    seen = []
+    try:
+        cfg = config(tmp_path, tiny_dir, clip, runtime={"threads": caller + 1}, outputs={"video": {"enabled": False}})
+        pipeline = Pipeline(cfg, on_result=lambda *_: seen.append(torch.get_num_threads()))
+        assert torch.get_num_threads() == caller  # building it (the models loaded) leaves the setting as it was
+        pipeline.run()
+        assert seen and set(seen) == {caller + 1}  # ... the run works with its own
+        assert torch.get_num_threads() == caller  # ... and gives the caller's back
+    finally:
+        torch.set_num_threads(before)

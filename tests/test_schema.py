@@ -180,7 +180,7 @@ def test_the_configuration_classes_are_written_out_for_type_checkers(tmp_path):
     import typing
 
     from sapiens2_stream.runtime import config_shape, pipeline_config
-    from sapiens2_stream.runtime.options import ModelsConfig, TemporalConfig
+    from sapiens2_stream.runtime.task_sections import ModelsConfig, TemporalConfig
 
     assert main(["schema", "--stub", str(tmp_path / "shape.py")]) == 0
     committed = (ROOT / "sapiens2_stream" / "runtime" / "config_shape.py").read_text()

@@ -38,9 +38,9 @@ def test_a_camera_that_falls_behind_again_soon_after_catching_up_stays_behind_lo
     """`flip: auto` turns flip TTA on whenever a live source is not behind; where the flipped model does not fit
     the camera's rate, frames drop and it turns off again. So falling behind within a hold of catching up doubles
     the hold (1, 2, 4 ... 60 s), and a long calm brings it back to 1 s."""
+    from sapiens2_stream.runtime.flow import LOAD_HOLD_MAX_S, Waiting
     from sapiens2_stream.runtime.numbers import SourceNumbers
     from sapiens2_stream.runtime.options import RuntimeConfig
-    from sapiens2_stream.runtime.stages.take import LOAD_HOLD_MAX_S, Waiting
 
     class Stats:
         frames = 0

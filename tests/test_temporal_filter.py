@@ -12,11 +12,11 @@ from sapiens2_stream.config import from_dict
 from sapiens2_stream.errors import Sapiens2StreamError
 from sapiens2_stream.io.sources import Frame
 from sapiens2_stream.io.synthetic import make_clip
-from sapiens2_stream.runtime.options import TemporalConfig
 from sapiens2_stream.runtime.pipeline import Pipeline
 from sapiens2_stream.runtime.pipeline_config import PipelineConfig, check_config
 from sapiens2_stream.runtime.progress import format_summary
 from sapiens2_stream.runtime.results import FrameResult, Person
+from sapiens2_stream.runtime.task_sections import TemporalConfig
 from sapiens2_stream.runtime.temporal_filter import TemporalFilter, filtered_outputs, upsampled_labels
 from sapiens2_stream.temporal import DenseStabilizer
 from tests.test_temporal import STILL, H, W, alpha_metrics, labels_video, miou, video

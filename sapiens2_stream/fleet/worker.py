@@ -126,7 +126,7 @@ class FleetWorker:
         """Frames/s this worker processes live cameras at: synthetic frames with two people each through the
         detector and the models, in micro-batches of the size live sources get (as many frames as fit in
         `runtime.max_frame_age_s` at the cost per frame measured on single frames). Warm-ups are not counted."""
-        from ..runtime.stages.take import frames_within
+        from ..runtime.flow import frames_within
 
         rt = self.cfg.runtime
         per_frame = self._seconds_per_batch(1)

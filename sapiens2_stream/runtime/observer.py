@@ -30,3 +30,10 @@ class Observer:
 
     def ended(self) -> None:
         pass
+
+
+def tell(observers: list[Observer], stream, result) -> None:
+    """A result `stream` wrote, to every observer of the run (`observers`: the list itself, so that observers
+    attached later are told too)."""
+    for observer in observers:
+        observer.result(result, stream)

@@ -4,10 +4,8 @@ purpose, as every package's `options` module: reading a pipeline file imports no
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from dataclasses import field
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field
 
@@ -16,13 +14,11 @@ from ..config import (
     Above0,
     AtLeast0,
     Count,
-    Mode,
     Port,
     Switch,
     on_off,
     section,
 )
-from ..models.tasks import pipeline_tasks
 
 
 @section
@@ -102,17 +98,6 @@ class ModelSection:
     # the runtime of a folder `export-model` wrote (source:), which runs only with its passing parity.json
 
 
-# models: one optional section per task of the table (models/tasks.py), in its order
-if TYPE_CHECKING:  # editors and type checkers follow the classes written out (`schema --stub`)
-    from .config_shape import ModelsConfig, TemporalConfig
-else:
-    ModelsConfig = section(key="models", cls=dataclasses.make_dataclass(
-        "ModelsConfig", [(spec.name, ModelSection | None, None) for spec in pipeline_tasks()],
-        namespace={"__module__": __name__,
-                   "__doc__": "One section per task of the table (models/tasks.py); a task without one does not run."},
-    ))  # fmt: skip
-
-
 @section
 class TemporalParameters:
     """What every output's temporal filter shares."""
@@ -126,25 +111,3 @@ class TemporalParameters:
     # change enlarged
     seg_width: Annotated[int, Field(ge=16)] = 256  # part labels are steadied on class probabilities this wide (the
     # cost grows with its square)
-
-
-# temporal: a switch per filtered output of the table's tasks (models/tasks.py), then the shared parameters
-if not TYPE_CHECKING:
-    TemporalConfig = section(key="temporal", cls=dataclasses.make_dataclass(
-        "TemporalConfig", [(spec.temporal.key, Mode, "auto") for spec in pipeline_tasks() if spec.temporal],
-        bases=(TemporalParameters,),
-        namespace={"__module__": __name__, "__doc__": """The temporal filter (the site's "Steady video"): per output
-        `auto` (on for live sources and videos, off for photo folders), `on` or `off`; the parameters are shared by
-        all of them."""},
-    ))  # fmt: skip
-
-
-def temporal_outputs() -> dict[str, str]:
-    """The temporal filter's switches and the task whose output each steadies (the table's `temporal` keys)."""
-    return {spec.temporal.key: spec.name for spec in pipeline_tasks() if spec.temporal}
-
-
-def check_temporal(t: TemporalConfig, models: ModelsConfig, fail: typing.Callable[[str], None]) -> None:
-    for output, model in temporal_outputs().items():
-        if getattr(t, output) == "on" and getattr(models, model) is None:
-            fail(f"temporal.{output} is on but models.{model} is not enabled (use auto or off)")

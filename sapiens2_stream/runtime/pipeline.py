@@ -1,14 +1,15 @@
 """The pipeline: per-source streams around the shared stages, run in the one order `stages.base.ORDER` gives. A
 frame's story has three parts, each told in one place:
 
-    1. its source's reader and the batch's path (`stream.Stream.read`, then `batch_path`): take -> detect ->
-       track -> infer, for micro-batches of every source;
-    2. its source's writer (`stream.Stream.write_all` -> `stages.SourceStages`): temporal -> smooth -> threed ->
+    1. its source's reader and the batch's path (`frame_path.read`, then `frame_path.run_batches`): take ->
+       detect -> track -> infer, for micro-batches of every source;
+    2. its source's writer (`frame_path.write_all` -> `stages.SourceStages`): temporal -> smooth -> threed ->
        angles -> kinematics -> events -> users' stages -> write (sinks, then the observers);
     3. across sources, once per run (`stages.group.GroupStages`): triangulate -> group_angles -> group_kinematics ->
        write_3d (a calibrated group), pose2sim (at the end).
 
-This module opens them, runs them and stops them; it tells no part of the story itself.
+`runtime.frame_path` tells the first two, top to bottom. This module opens them, runs them and stops them; it
+tells no part of the story itself.
 
 Detection of the next batch overlaps inference of the current one. Files run at full batches for throughput.
 Live sources are served freshest first: frames are taken just before the models free up (so they have not aged
@@ -32,20 +33,19 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-import torch
-
-from ..detect import Detector, check_detector, make_detector
+from ..detect import check_detector, make_detector
 from ..errors import Sapiens2StreamError
 from ..io.mqtt import MqttClient, tls_context
 from ..io.options import SourceConfig
 from ..io.records import read_moments
 from ..io.sources import Source
-from .batch_path import BatchRun, ModelClock, run_batches
+from . import frame_path
 from .device import resolve_device, resolve_dtype
 from .engine import InferenceEngine, check_model_sources
+from .flow import BatchRun, LoadedModels, ModelClock, Planner
 from .live_mocap import MOMENTS, Moment
 from .memory import MemoryTrim
 from .numbers import DROP_REASONS, StageTimes
@@ -54,29 +54,10 @@ from .pipeline_config import PipelineConfig
 from .prometheus import Monitor
 from .results import FrameResult
 from .stages import STAGES, api_stage, builtin_stages, in_order, yaml_stage
+from .stages.context import group_context, runs
 from .stages.group import GroupPlan, GroupStages
-from .stages.take import Planner
 from .stream import Stream, check_stages, source_error
-from .threads import census
-
-
-@dataclass
-class LoadedModels:
-    """What is expensive to load and can serve many runs: the Sapiens2 models and the person detector, each with
-    the one thread that runs it."""
-
-    device: torch.device
-    dtype: torch.dtype
-    dtype_reason: str
-    engine: InferenceEngine
-    detector: Detector
-    detect_thread: ThreadPoolExecutor
-    compiled: dict[str, list[int]]  # per task, the batch sizes compiled before the first frame (none: eager)
-
-    def close(self, wait: bool = False) -> None:
-        """End the device's and the detector's threads (a process that loads models many times keeps none)."""
-        self.engine.executor.shutdown(wait=wait)
-        self.detect_thread.shutdown(wait=wait)
+from .threads import census, torch_threads
 
 
 def load_models(cfg: PipelineConfig) -> LoadedModels:
@@ -137,13 +118,13 @@ def check_run(cfg: PipelineConfig, given: list = ()) -> list:
     check_detector(cfg.detector)
     if cfg.outputs.mqtt.host and cfg.outputs.mqtt.tls is not None:
         tls_context(cfg.outputs.mqtt.tls)
-    return [s for s in stages if (cfg.runs(s) if s.scope == "group" else
-                                  any(single.runs(s) for single in singles))]  # fmt: skip
+    return [s for s in stages if (runs(cfg, s) if s.scope == "group" else
+                                  any(runs(single, s) for single in singles))]  # fmt: skip
 
 
 def check_group_stages(cfg: PipelineConfig, stages: list) -> list:
     """The group stages that run for `cfg` (the whole configuration), each checked."""
-    ctx = cfg.group_context()
+    ctx = group_context(cfg)
     enabled = [s for s in stages if s.scope == "group" and s.enabled(cfg.options_for(s), ctx)]
     for stage in enabled:
         stage.check(cfg.options_for(stage), ctx)
@@ -154,7 +135,7 @@ def group_plan(cfg: PipelineConfig, stages: list, **context) -> GroupPlan:
     """What the group stages `stages` (enabled and checked for `cfg`) are given: each its own section of `cfg`, and
     the run's context with `context` (what is known once the run opens: rates, MQTT, ...). A run opens them with
     it; a fleet's driver sends it to its hub."""
-    return GroupPlan(stages, {s.name: cfg.options_for(s) for s in stages}, replace(cfg.group_context(), **context))
+    return GroupPlan(stages, {s.name: cfg.options_for(s) for s in stages}, replace(group_context(cfg), **context))
 
 
 class ResultCallback(Observer):
@@ -214,10 +195,9 @@ class Pipeline:
         for stream in self.streams:
             stream.check(self.source_stages)
         rt = cfg.runtime
-        if rt.threads:
-            torch.set_num_threads(rt.threads)
         self.owns_models = loaded is None  # then their threads end with the run
-        self.loaded = loaded or load_models(cfg)
+        with torch_threads(rt.threads):
+            self.loaded = loaded or load_models(cfg)
         self.engine = self.loaded.engine
         # what the models cost, measured as the batches go; whether they leave work out under load (`flip: auto`)
         self.clock = ModelClock(thins=any(m.flip == "auto" for m in self.engine.cfg.values()))
@@ -335,18 +315,7 @@ class Pipeline:
 
     def _begin(self, stream: Stream) -> None:
         """Run a stream's reader and writer in the run's task group, and tell the observers (on the loop)."""
-        stream.wake = self.planner.work.set
-        for observer in self.observers:
-            observer.source_added(stream)
-        self.group.create_task(stream.read())
-        self.group.create_task(self._write_all(stream))
-
-    async def _write_all(self, stream: Stream) -> None:
-        try:
-            await stream.write_all()
-        finally:
-            for observer in self.observers:
-                observer.source_closed(stream)
+        frame_path.begin(stream, self.group, self.observers, self.planner.work.set)
 
     def remove_source(self, name: str, timeout: float = 60.0) -> dict:
         """Stop a running source (from any thread): it stops reading, what the models took is written, its
@@ -373,7 +342,8 @@ class Pipeline:
         """Run to the end of input (or a stop request) and return the summary. A source that failed ends its
         stream while the others go on; the failure is raised at the end (`SourceFailed`, with the summary)."""
         self.open()
-        summary = asyncio.run(self._run())
+        with torch_threads(self.cfg.runtime.threads):  # the run's setting, the caller's again after it
+            summary = asyncio.run(self._run())
         failed = [s for s in self.streams if s.error is not None]
         if failed:
             raise SourceFailed(source_error(failed[0], self.several), summary)
@@ -399,7 +369,8 @@ class Pipeline:
                         group.create_task(task)
                 for stream in self.streams:
                     self._begin(stream)
-                group.create_task(run_batches(self.batch_stages, self.batch_states, self.batch, self.observers))
+                group.create_task(frame_path.run_batches(self.batch_stages, self.batch_states, self.batch,
+                                                         self.observers))  # fmt: skip
         except BaseExceptionGroup as eg:
             raise eg.exceptions[0] from None
         finally:
@@ -446,7 +417,6 @@ class Pipeline:
             "live_batch_sizes": dict(sorted(self.planner.live_sizes.items())),
             "threads": self.thread_census,  # by kind, as the run ended
             "engine_notes": self.engine.events,  # what the device thread had to do (out of memory: batch halved)
-            "events": self.engine.events,  # the old name of engine_notes, kept one release
             "errors": [{"source": label, **e} for label, src in per_source.items() for e in src["errors"]]
             + (self.cross.errors if self.cross is not None else []),  # a group stage's: {stage, error, moment}
             **(self.cross.summary() if self.cross is not None else {}),

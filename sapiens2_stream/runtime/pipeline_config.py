@@ -2,12 +2,13 @@
 
 Each package declares the sections its components read in its own light `options` module (`@section(key=...)`:
 `detect/options.py` the detector's, `io/options.py` the inputs' and each kind of output's under `outputs:`,
-`runtime/options.py` the runtime's, models' and temporal filter's, ...); the stages name theirs (`Stage.section`).
-`PipelineConfig` is every declared section put together (nested by their dotted keys), as `models:` is made from
-the task table: a new component's keys are its options class, nothing here changes. What is no component's own (the
-inputs, users' stages, the name) is `PipelineBase`. Reading a pipeline file imports these light modules only (no
-torch, PyAV or ultralytics). Loading, `--set`, `${VAR}` and error wording are `config.py`'s; the checks that span
-sections are `check_config` below.
+`runtime/options.py` the runtime's, `runtime/task_sections.py` the models' and temporal filter's, ...); the stages
+name theirs (`Stage.section`). `PipelineConfig` is every declared section put together (nested by their dotted
+keys), as `models:` is made from the task table: a new component's keys are its options class, nothing here
+changes. What is no component's own (the inputs, users' stages, the name) is `PipelineBase`
+(`runtime/pipeline_base.py`). Reading a pipeline file imports these light modules only (no torch, PyAV or
+ultralytics). Loading, `--set`, `${VAR}` and error wording are `config.py`'s; the checks that span sections are
+`check_config` below.
 """
 
 from __future__ import annotations
@@ -16,96 +17,19 @@ import dataclasses
 import importlib
 from dataclasses import field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import config as kit
 from ..config import SOURCE_NAME, apply_sources, expand_env, from_dict, parse_yaml, section, set_dotted
 from ..detect.boxes_file import detections_beside, read_boxes
 from ..errors import Sapiens2StreamError
-from ..io.options import SourceConfig
 from ..models.tasks import pipeline_tasks
-from ..user_stages import StageConfig
-from .options import ModelSection, check_temporal
-
-if TYPE_CHECKING:  # (the stages package imports every stage, and every stage's heavy imports: at call time only)
-    from .stages.context import GroupContext, SourceContext
+from .pipeline_base import PipelineBase
+from .task_sections import check_temporal
 
 # The packages' options modules, in the order their sections come in the YAML (each declares its own).
-OPTIONS = ("detect.options", "track.options", "runtime.options", "io.options", "threed.options", "angles.options",
-           "kinematics.options", "events.options", "export.options")  # fmt: skip
-
-
-@section
-class PipelineBase:
-    """What is no component's own: the input(s), your own stages, the fleet and the pipeline's name."""
-
-    source: SourceConfig = field(default_factory=SourceConfig)
-    sources: list[SourceConfig] | None = None  # several inputs in one process, instead of `source`
-    stages: list[StageConfig] = field(default_factory=list)  # your own stages, run for every source in frame order
-    # (see the site's page "Your own stages")
-    name: str = "pipeline"  # names a single source in the summary, Prometheus and MQTT
-
-    def enabled_models(self) -> dict[str, ModelSection]:
-        return {k: v for k, v in vars(self.models).items() if v is not None}
-
-    def per_source(self) -> list[PipelineConfig]:
-        """One single-source configuration per input. Named sources (`sources:`) write to OUTPUT/<name>/; the
-        single `source:` writes to OUTPUT/ itself."""
-        if self.sources is None:
-            return [self if self.source.events is None else dataclasses.replace(self, events=self.source.events)]
-        return [self.for_source(src) for src in self.sources]
-
-    def named(self, default: str = "cam1") -> PipelineConfig:
-        """This configuration with its input(s) as `sources:` (the single `source:` named `default` unless it has a
-        name), for what addresses sources by name (the console, the fleet): outputs then go to OUTPUT/<name>/."""
-        if self.sources is not None:
-            return self
-        return dataclasses.replace(self, sources=[dataclasses.replace(self.source, name=self.source.name or default)])
-
-    def for_source(self, src: SourceConfig) -> PipelineConfig:
-        """The single-source configuration of the named source `src`: its outputs in OUTPUT/<name>/."""
-        outputs = dataclasses.replace(self.outputs, dir=str(Path(self.outputs.dir) / src.name))
-        events = self.events if src.events is None else src.events
-        return dataclasses.replace(self, source=src, sources=None, outputs=outputs, events=events)
-
-    # What a stage is given: its own section and a context, never the whole configuration. These are the one place
-    # that reads a whole configuration on the stages' behalf (the contexts' fields: `runtime/stages/context.py`).
-
-    def options_for(self, stage) -> Any:
-        """The section `stage` reads (`stage.section`, dotted: `outputs.pose2sim`); None for a stage without one
-        (users' stages: their options were given when they were made)."""
-        key = getattr(stage, "section", None)
-        value: Any = self if key else None
-        for part in key.split(".") if key else ():
-            value = getattr(value, part)
-        return value
-
-    def source_context(self) -> SourceContext:
-        """The context of the source of this single-source configuration (`per_source`)."""
-        from ..registry import STAGES
-        from .stages.context import SourceContext
-
-        events = any(cls().emits(self.options_for(cls)) for cls in STAGES.values() if cls.scope == "source")
-        models = self.enabled_models()
-        return SourceContext(self.source.name or self.name, self.source, Path(self.outputs.dir), models, events,
-                             self.smoothing, self.tracker.max_lost_s, self.threed.lifts(models))  # fmt: skip
-
-    def group_context(self) -> GroupContext:
-        """The context of the run of this (whole) configuration: several sources or one."""
-        from .live_mocap import triangulation_group
-        from .stages.context import GroupContext
-
-        folders = {c.source.name: Path(c.outputs.dir) for c in self.per_source()}
-        sources = list(self.sources or [])
-        return GroupContext(sources, triangulation_group(self.threed, sources), folders, Path(self.outputs.dir),
-                            self.outputs.mqtt.topic)  # fmt: skip
-
-    def runs(self, stage) -> bool:
-        """Whether `stage` runs here (a source stage: for this single-source configuration; a group stage: for
-        this whole one)."""
-        ctx = self.group_context() if stage.scope == "group" else self.source_context()
-        return stage.scope == "batch" or stage.enabled(self.options_for(stage), ctx)
-
+OPTIONS = ("detect.options", "track.options", "runtime.options", "runtime.task_sections", "io.options",
+           "threed.options", "angles.options", "kinematics.options", "events.options", "export.options")  # fmt: skip
 
 
 def declared_sections() -> list[kit.Declared]:

@@ -27,8 +27,8 @@ from ..io.source_kinds import source_kind
 from ..models import TaskSpec, pipeline_tasks
 from ..processing.dense import reduced_size
 from ..temporal import DenseStabilizer, Motion, refined_alpha, unit_vectors
-from .options import TemporalConfig, temporal_outputs
 from .results import FrameResult
+from .task_sections import TemporalConfig, temporal_outputs
 
 SEEN_ALPHA = 0.01  # below this the model's foreground colour is not trusted (the frame's colour is used)
 FORGET_MARGIN = 0.1  # a new or lost person's box, enlarged by this share on each side

@@ -4,9 +4,13 @@ start themselves. summary.json and the console report it, so an operator can see
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
+from collections.abc import Iterator
+
+import torch
 
 
 def census() -> dict[str, int]:
@@ -22,3 +26,18 @@ def census() -> dict[str, int]:
     if total is not None:
         kinds["native"] = max(0, total - threading.active_count())
     return dict(sorted(kinds.items()))
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op threads set to `threads` (`runtime.threads`; None or 0: left as they are) for the block,
+    and the caller's setting back after it: the setting is process-wide, and a Python API user's own torch work
+    after a run must not keep the run's."""
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if threads and torch.get_num_threads() != before:
+            torch.set_num_threads(before)

@@ -7,7 +7,7 @@
 plus users' own stages (`stages:` in the YAML, `stages=` in the Python API) wherever they say. See `base` for what
 a stage is, `runner` for how one source's stages run, `user` for users' stages. Every module of this package is
 imported here, so a built-in stage registers whatever its file is called. The batch stages' path is told in
-`runtime.batch_path`.
+`runtime.frame_path`.
 """
 
 from __future__ import annotations

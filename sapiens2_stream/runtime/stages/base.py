@@ -16,7 +16,7 @@ with `after:`. Every stage has the same four parts whatever it does:
   pass through it; a stage that only computes from people leaves them alone.
 
 Three scopes. `batch` stages (take, detect, track, infer) work on micro-batches of frames from every source, on the
-pipeline's loop, along the path `runtime.batch_path` tells (they are awaited; their state is the run's `BatchRun`,
+pipeline's loop, along the path `runtime.frame_path` tells (they are awaited; their state is the run's `BatchRun`,
 opened once). `source` stages (temporal, smooth, threed, angles, kinematics, events, write, and users' own) work on
 one source's results in frame order on that source's writer thread; the runner (`stages.runner.SourceStages`) owns
 their order, timing, replay and failures: a stage that raises for one source is said once, counted, and left out
@@ -77,7 +77,7 @@ class Stage:
 
     def open(self, options, ctx) -> Any:
         """The stage's state for one source (`ctx`: its `SourceContext`, opened; a batch stage's: the run's
-        `batch_path.BatchRun`, the same for every source)."""
+        `flow.BatchRun`, the same for every source)."""
         return None
 
     def __call__(self, state, item):

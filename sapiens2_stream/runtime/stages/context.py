@@ -3,8 +3,8 @@
 The runner cuts each source's single-source configuration into the stage's own section (`options_for`: the
 section its class names, `Stage.section`) and a `SourceContext` (what a source stage may know of its source and of
 the stages before it); a group stage gets its section and a `GroupContext` (the run's sources and folders). The
-configuration cuts itself (`PipelineBase.options_for`, `source_context`, `group_context` in `pipeline_config.py`):
-this module knows nothing of its whole shape.
+section is cut by `PipelineBase.options_for`; the contexts here (`source_context`, `group_context`), where the
+runtime's policy lives (which stages emit events, which sources form a camera group), not in the configuration.
 """
 
 from __future__ import annotations
@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...io.options import SourceConfig
 from ...io.stage_files import FileOutbox
 from ...track.options import SmoothingConfig
 from ..options import ModelSection
+
+if TYPE_CHECKING:
+    from ..pipeline_config import PipelineConfig
 
 
 @dataclass
@@ -62,3 +65,30 @@ class GroupContext:
     # back (io.records.RecordedMoment)
     files: FileOutbox = field(default_factory=FileOutbox)  # the files the group stages make at the end, handed to
     # the group's `stage_files` sink (stages.group), never written by a stage itself
+
+
+def source_context(cfg: PipelineConfig) -> SourceContext:
+    """The context of the source of a single-source configuration (`PipelineConfig.per_source`)."""
+    from ...registry import STAGES
+
+    events = any(cls().emits(cfg.options_for(cls)) for cls in STAGES.values() if cls.scope == "source")
+    models = cfg.enabled_models()
+    return SourceContext(cfg.source.name or cfg.name, cfg.source, Path(cfg.outputs.dir), models, events,
+                         cfg.smoothing, cfg.tracker.max_lost_s, cfg.threed.lifts(models))  # fmt: skip
+
+
+def group_context(cfg: PipelineConfig) -> GroupContext:
+    """The context of a run of a whole configuration: several sources or one."""
+    from ..live_mocap import triangulation_group
+
+    folders = {c.source.name: Path(c.outputs.dir) for c in cfg.per_source()}
+    sources = list(cfg.sources or [])
+    return GroupContext(sources, triangulation_group(cfg.threed, sources), folders, Path(cfg.outputs.dir),
+                        cfg.outputs.mqtt.topic)  # fmt: skip
+
+
+def runs(cfg: PipelineConfig, stage) -> bool:
+    """Whether `stage` runs for `cfg` (a source stage: for this single-source configuration; a group stage: for
+    this whole one)."""
+    ctx = group_context(cfg) if stage.scope == "group" else source_context(cfg)
+    return stage.scope == "batch" or stage.enabled(cfg.options_for(stage), ctx)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from ...detect.options import DetectorConfig
-from ..batch_path import BatchRun, Item
+from ..flow import BatchRun, Item
 from .base import Stage, register_stage
 
 
@@ -27,7 +27,7 @@ class Detect(Stage):
             item.detect = item.stream.tracking.needs_detection(item.frame, item.behind)
         due = [i for i in items if i.detect]
         if due:
-            frames, sources = [i.frame for i in due], [i.stream.cfg.source.uri for i in due]
+            frames, sources = [i.frame for i in due], [i.stream.uri for i in due]
             loop = asyncio.get_running_loop()
             models = batch.models
             found = await loop.run_in_executor(models.detect_thread, models.detector.detect_frames, frames, sources)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from ..batch_path import BatchRun, Item
-from ..options import ModelsConfig
+from ..flow import BatchRun, Item
 from ..results import FrameResult
+from ..task_sections import ModelsConfig
 from .base import Stage, register_stage
 
 

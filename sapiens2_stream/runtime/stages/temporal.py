@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..options import TemporalConfig
 from ..results import FrameResult
+from ..task_sections import TemporalConfig
 from ..temporal_filter import TemporalFilter, filtered_outputs
 from .base import Stage, register_stage
 from .context import SourceContext

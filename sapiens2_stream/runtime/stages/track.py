@@ -12,7 +12,7 @@ from ...io.records import RecordedFrame
 from ...io.sources import Frame
 from ...track import Tracker
 from ...track.options import TrackerConfig
-from ..batch_path import BatchRun, Item
+from ..flow import BatchRun, Item
 from ..numbers import SourceNumbers
 from ..results import Person
 from .base import Stage, register_stage
