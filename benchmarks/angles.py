@@ -128,11 +128,21 @@ def conventions_picture(path: str) -> None:
 
     picture = np.full((760, 900, 3), 255, np.uint8)
     cv2.line(picture, (0, int(origin[1])), (900, int(origin[1])), (180, 180, 180), 2)
-    bones = [("right_hip", "right_knee"), ("right_knee", "right_ankle"), ("right_heel", "right_big_toe"),
-             ("right_ankle", "right_heel"), ("right_shoulder", "right_elbow"), ("right_elbow", "right_wrist"),
-             ("left_hip", "left_knee"), ("left_knee", "left_ankle"), ("right_wrist", "right_forefinger_third_joint"),
-             ("left_ankle", "left_heel"), ("left_heel", "left_big_toe"), ("left_shoulder", "left_elbow"),
-             ("left_elbow", "left_wrist")]
+    bones = [
+        ("right_hip", "right_knee"),
+        ("right_knee", "right_ankle"),
+        ("right_heel", "right_big_toe"),
+        ("right_ankle", "right_heel"),
+        ("right_shoulder", "right_elbow"),
+        ("right_elbow", "right_wrist"),
+        ("left_hip", "left_knee"),
+        ("left_knee", "left_ankle"),
+        ("right_wrist", "right_forefinger_third_joint"),
+        ("left_ankle", "left_heel"),
+        ("left_heel", "left_big_toe"),
+        ("left_shoulder", "left_elbow"),
+        ("left_elbow", "left_wrist"),
+    ]
     for a, b in bones:
         colour = (60, 60, 200) if a.startswith("right") else (190, 190, 190)
         cv2.line(picture, tuple(px(a)), tuple(px(b)), colour, 4, cv2.LINE_AA)

@@ -354,20 +354,28 @@ def main() -> None:
     report = {
         "footage": "Pose2Sim 0.10.49 Demo_SinglePerson: cam01-04.mp4, 60 fps, 100 frames each; Qualisys calibration",
         "teacher": {"model": "MediaPipe 0.10.14 BlazePose Full, video mode, whole frames", "timings": taught},
-        "ours": {"moments": frames, "solved": person["solved"], "marker_rms_m": person["marker_rms_m"],
-                 "scale_factors": person["scale_factors"]},
+        "ours": {
+            "moments": frames,
+            "solved": person["solved"],
+            "marker_rms_m": person["marker_rms_m"],
+            "scale_factors": person["scale_factors"],
+        },
         "pose2sim_never_seen_markers_left_out": len(theirs["never_seen_markers"]),
         "markers_vs_pose2sim": compare_markers(WORK / "ours" / "kinematics" / "person_0001_markers.trc", theirs_trc),
         "coordinates_vs_pose2sim": compare_coordinates(ours_mot, theirs_mot),
         "coordinates_vs_pose2sim_first_second": compare_coordinates(ours_mot, theirs_mot, until_s=1.0),
-        "ik_ms_per_person_frame": {"ours_offline": round(1000 * mine["ik_s"] / frames, 2),
-                                   "ours_live": round(1000 * live_s, 2),
-                                   "pose2sim_kinematics": round(1000 * theirs["seconds"]["kinematics"] / frames, 2),
-                                   "note": "each whole step over the frames, scaling and files included; "
-                                           "Pose2Sim's in a process of its own, its imports included; ours_live: "
-                                           "TrackIK.frame alone"},  # fmt: skip
-        "triangulate_ms_per_moment": {"ours": round(1000 * mine["triangulate_s"] / frames, 2),
-                                      "pose2sim_step": round(1000 * theirs["seconds"]["triangulation"] / frames, 2)},
+        "ik_ms_per_person_frame": {
+            "ours_offline": round(1000 * mine["ik_s"] / frames, 2),
+            "ours_live": round(1000 * live_s, 2),
+            "pose2sim_kinematics": round(1000 * theirs["seconds"]["kinematics"] / frames, 2),
+            "note": "each whole step over the frames, scaling and files included; "
+            "Pose2Sim's in a process of its own, its imports included; ours_live: "
+            "TrackIK.frame alone",
+        },  # fmt: skip
+        "triangulate_ms_per_moment": {
+            "ours": round(1000 * mine["triangulate_s"] / frames, 2),
+            "pose2sim_step": round(1000 * theirs["seconds"]["triangulation"] / frames, 2),
+        },
         "calibrate_people_vs_qualisys": people,
     }
     text = json.dumps(report, indent=1)

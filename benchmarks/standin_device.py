@@ -291,8 +291,11 @@ def host_parts(bench: Bench) -> dict:
             times.append(time.perf_counter() - start)
         return round(1e3 * sorted(times)[len(times) // 2], 2)
 
-    row = {"row": "host_parts_1080p", "draw_ms": median_ms(lambda: annotate(result, ["pose", "boxes"], 0.3)),
-           "jsonl_ms": median_ms(lambda: json.dumps(jsonl_record(result, "cam0", {"pose": "sapiens2-pose"})))}
+    row = {
+        "row": "host_parts_1080p",
+        "draw_ms": median_ms(lambda: annotate(result, ["pose", "boxes"], 0.3)),
+        "jsonl_ms": median_ms(lambda: json.dumps(jsonl_record(result, "cam0", {"pose": "sapiens2-pose"}))),
+    }
     try:
         from ultralytics.data.augment import LetterBox
 

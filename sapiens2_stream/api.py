@@ -77,6 +77,7 @@ class ApiOptions:
     angles: Switch | dict[str, Any] | None = None  # angles.enabled (people get `angles`), or the whole section
     set: dict[str, Any] = field(default_factory=dict)  # any other YAML key: {"dotted.key": value}
 
+
 END = object()
 
 

@@ -373,8 +373,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser("schema", help="print the pipeline YAML's JSON Schema (for editors and checkers)")
     schema.add_argument("--output", metavar="FILE", help="write it to FILE instead")
-    schema.add_argument("--stub", metavar="FILE", help="write the configuration's classes for type checkers to FILE "
-                        "(the package's is sapiens2_stream/runtime/config_shape.py) instead")
+    schema.add_argument(
+        "--stub",
+        metavar="FILE",
+        help="write the configuration's classes for type checkers to FILE "
+        "(the package's is sapiens2_stream/runtime/config_shape.py) instead",
+    )
     schema.set_defaults(func=cmd_schema)
 
     demo = sub.add_parser("demo", help="the whole pipeline on a generated clip of people, with the toy models")

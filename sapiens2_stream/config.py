@@ -312,5 +312,3 @@ def expand_env(node: Any, origin: str, key: str = "") -> Any:
         return os.environ[name]
 
     return ENV_REFERENCE.sub(value, node)
-
-

@@ -35,9 +35,15 @@ def run_on_clip(folder, video, truth, models: str):
     import sys
 
     pipeline = folder / "p.yaml"
-    pipeline.write_text(f"source: {{uri: {video}}}\ndetector: {{type: file, path: {truth}}}\nmodels: {models}\n"
-                        f"outputs: {{dir: {folder / 'run'}}}\n")
-    r = subprocess.run([sys.executable, "-m", "sapiens2_stream.cli", "run", str(pipeline), "--no-progress"],
-                       capture_output=True, text=True, timeout=300)
+    pipeline.write_text(
+        f"source: {{uri: {video}}}\ndetector: {{type: file, path: {truth}}}\nmodels: {models}\n"
+        f"outputs: {{dir: {folder / 'run'}}}\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "sapiens2_stream.cli", "run", str(pipeline), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return read_jsonl(folder / "run" / "results.jsonl")

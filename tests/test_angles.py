@@ -228,8 +228,9 @@ def test_a_whole_turn_makes_no_jump():
     steps = np.diff(trunk)
     assert np.all(np.abs(steps) < 10) and abs(trunk[-1] - trunk[0]) == pytest.approx(59 * 7, abs=0.5)
     assert np.allclose(lumbar, 10, atol=0.01)
-    assert np.array_equal(unwrap_series(np.array([170.0, -175.0, np.nan, -160.0])), [170.0, 185.0, np.nan, 200.0],
-                          equal_nan=True)
+    assert np.array_equal(
+        unwrap_series(np.array([170.0, -175.0, np.nan, -160.0])), [170.0, 185.0, np.nan, 200.0], equal_nan=True
+    )
 
 
 def test_live_values_are_the_offline_values_lagging_by_the_filters_stated_delay():
@@ -366,6 +367,7 @@ def test_the_angles_command_gives_the_runs_values_again_and_other_settings(angle
 
     run, _ = angles_run
     assert main(["angles", str(run), "--output", str(tmp_path / "same"), "--filter", "none"]) == 0
+
     def by_person(path):
         return {(r["frame"], p["track_id"]): p["angles"] for r in read_jsonl(path) for p in r["people"]}
 

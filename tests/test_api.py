@@ -139,8 +139,13 @@ def test_a_camera_groups_moments_reach_on_moment_as_its_3d_jsonl_has_them(tmp_pa
     kept = SimpleNamespace(name=str(scratch), cleanup=lambda: None)
     monkeypatch.setattr(api_module.tempfile, "TemporaryDirectory", lambda prefix: kept)
     cameras = [f"cam1={clip}", f"cam2={clip}"]
-    group = options(tiny_dir, threed={"calibration": str(tmp_path / "Calib.toml")}, angles=True, smoothing="none",
-                    stages=[S.Filmed(rig)])
+    group = options(
+        tiny_dir,
+        threed={"calibration": str(tmp_path / "Calib.toml")},
+        angles=True,
+        smoothing="none",
+        stages=[S.Filmed(rig)],
+    )
     results = list(s2.stream(cameras, output=str(tmp_path / "out"), on_moment=told, **group))
     lines = [json.loads(line) for line in (tmp_path / "out" / "3d" / "keypoints_3d.jsonl").read_text().splitlines()]
     assert len(results) == 20 and len(lines) == 10 and [m.to_dict() for m in moments] == lines

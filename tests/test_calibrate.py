@@ -274,8 +274,25 @@ def test_the_real_stereo_pairs_agree_with_opencvs_stereo_calibration(tmp_path):
     the rig against it with the same intrinsics held; the board, triangulated from both cameras, has squares of
     25 mm and is flat."""
     out = tmp_path / "Calib.toml"
-    assert main(["calibrate", "extrinsics", "--corners", "9x6", "--square", "0.025", "--output", str(out),
-                 "--camera", f"left={DATA}/left[0-9][0-9].jpg", "--camera", f"right={DATA}/right[0-9][0-9].jpg"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "extrinsics",
+                "--corners",
+                "9x6",
+                "--square",
+                "0.025",
+                "--output",
+                str(out),
+                "--camera",
+                f"left={DATA}/left[0-9][0-9].jpg",
+                "--camera",
+                f"right={DATA}/right[0-9][0-9].jpg",
+            ]
+        )
+        == 0
+    )
     left, right = (read_calibration(out)[n] for n in ("left", "right"))
     baseline, theirs, angle = against_stereo_calibrate(left, right)
     assert abs(baseline - theirs) / theirs < 0.01 and angle < 0.3, (baseline, theirs, angle)

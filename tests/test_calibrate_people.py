@@ -25,6 +25,7 @@ def box_of(keypoints, scores) -> list[float]:
     lo, hi = (seen.min(0), seen.max(0)) if len(seen) else (np.zeros(2), np.zeros(2))
     return [*np.round(lo, 2).tolist(), *np.round(hi - lo, 2).tolist()]
 
+
 def to_and_fro(t: float, leg_s: float = 2.0, **where) -> object:
     """The synthetic walker out for `leg_s` seconds, then back: a walk that never turns looks the same one stride
     later, shifted along its line, and a camera shifted along that line would see it so (no offset to be found)."""
@@ -242,8 +243,13 @@ def test_a_body_of_real_proportions_given_its_height_gives_the_worlds_true_scale
                 kp, sc = np.zeros((NUM_KEYPOINTS, 2)), np.zeros(NUM_KEYPOINTS)
                 for k in KEYPOINTS:
                     kp[ids[k]], sc[ids[k]] = cam.project(j[k]) + rng.normal(0, 1, 2), 0.9
-                person = {"track_id": 1, "box": box_of(kp, sc), "score": 0.9, "keypoints": kp.round(2).tolist(),
-                          "keypoint_scores": sc.tolist()}
+                person = {
+                    "track_id": 1,
+                    "box": box_of(kp, sc),
+                    "score": 0.9,
+                    "keypoints": kp.round(2).tolist(),
+                    "keypoint_scores": sc.tolist(),
+                }
                 f.write(json.dumps({"frame": i, "pts": i / 30, "people": [person]}) + "\n")
     truth = [Camera(n, (1920, 1080), c.intrinsics, np.zeros(4), cv2.Rodrigues(c.rotation)[0].ravel(),
                     -c.rotation @ c.centre) for n, c in rig.items()]  # fmt: skip

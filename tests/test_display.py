@@ -116,7 +116,7 @@ def test_window_shows_the_run_and_the_viewer_ends_it_normally(tmp_path, tiny_dir
         while True:  # the window where it is, once painted (a loaded machine can take a while; the screen is black:
             # seen not painted after 30 s once, the suite's other process busy beside it)
             x, y = (int(v) for v in re.search(r"Position: (\d+),(\d+)", geometry()).groups())
-            screen = np.asarray(ImageGrab.grab(xdisplay=x_display))[y:y + 240, x:x + 320].astype(np.float32)
+            screen = np.asarray(ImageGrab.grab(xdisplay=x_display))[y : y + 240, x : x + 320].astype(np.float32)
             if screen.std() > 10 or time.time() > deadline:
                 break
             time.sleep(0.1)

@@ -521,9 +521,11 @@ def test_the_events_stage_finds_the_feet_on_the_floor():
 # ------------------------------------------------------------------------------------------- real runs
 
 SECONDS, CLIP_FPS, DOOR_X = 4.0, 25, 160.0
-WALKERS = [F.Walker(8, lambda t: 20 + 270 * t / SECONDS),  # crosses the door left to right at 2.074 s
-           F.Walker(88, lambda t: 290 - 270 * t / SECONDS),  # right to left at 1.926 s
-           F.Walker(168, lambda t: 20 + 250 * min(t, SECONDS - t) / SECONDS)]  # to 15 px before it, and back
+WALKERS = [
+    F.Walker(8, lambda t: 20 + 270 * t / SECONDS),  # crosses the door left to right at 2.074 s
+    F.Walker(88, lambda t: 290 - 270 * t / SECONDS),  # right to left at 1.926 s
+    F.Walker(168, lambda t: 20 + 250 * min(t, SECONDS - t) / SECONDS),
+]  # to 15 px before it, and back
 CROSSED_AT = {0: (DOOR_X - 20) / 270 * SECONDS, 1: (290 - DOOR_X) / 270 * SECONDS}  # lane -> when its feet cross
 
 

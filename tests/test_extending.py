@@ -48,9 +48,13 @@ def config(tiny_dir, clip: Path, out: Path, **sections) -> PipelineConfig:
 
 
 def pipeline_data(tiny_dir, clip: Path, out: Path, **sections) -> dict:
-    data = {"source": {"uri": str(clip)}, "detector": {"type": "fixed", "boxes": [[40, 10, 60, 100]]},
-            "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [64, 48]}},
-            "runtime": {"max_frames_per_batch": 2}, "outputs": {"dir": str(out), "video": {"enabled": False}}}
+    data = {
+        "source": {"uri": str(clip)},
+        "detector": {"type": "fixed", "boxes": [[40, 10, 60, 100]]},
+        "models": {"pose": {"source": str(tiny_dir["pose"]), "input_size": [64, 48]}},
+        "runtime": {"max_frames_per_batch": 2},
+        "outputs": {"dir": str(out), "video": {"enabled": False}},
+    }
     for key, value in sections.items():
         data[key] = {**data.get(key, {}), **value}
     return data
@@ -462,7 +466,7 @@ def test_the_pose2sim_project_is_made_wherever_the_pipeline_runs(tmp_path, tiny_
     assert len(list((out / "pose2sim" / "pose" / "cam1_json").iterdir())) == 20
 
 
-NEW_TASK = '''
+NEW_TASK = """
 import dataclasses, json, sys
 from pathlib import Path
 import torch
@@ -489,7 +493,7 @@ summary = Pipeline(cfg).run()
 print(json.dumps({"scores": sorted(scores), "passed": report["passed"], "frames": summary["totals"]["frames_out"],
                   "validate": [s.name for s in __import__("sapiens2_stream.runtime.pipeline",
                                                           fromlist=["check_run"]).check_run(cfg)]}))
-'''
+"""
 
 
 def test_a_new_task_entry_runs_trains_and_exports(tmp_path, clip):
@@ -529,21 +533,25 @@ def test_an_output_of_yours_that_raises_is_said_once_and_the_others_go_on(tmp_pa
     assert len(read_jsonl(out / "results.jsonl")) == 20  # the built-in outputs are complete
     said = [r.getMessage() for r in caplog.records if "outputs.sinks" in r.getMessage()]
     assert len(said) == 1 and "'bad' failed at frame 3: ValueError: no such column" in said[0]
-    assert summary["sources"]["pipeline"]["outputs"]["bad"] == {"failed_at_frame": 3,
-                                                                 "error": "ValueError: no such column"}
+    assert summary["sources"]["pipeline"]["outputs"]["bad"] == {
+        "failed_at_frame": 3,
+        "error": "ValueError: no such column",
+    }
 
 
 def test_an_output_of_yours_that_raises_in_a_segment_is_in_the_summary_under_it(tmp_path, tiny_dir, clip):
     """With outputs.segment_s the failure is the segment's: the summary names the segment folder it happened in,
     and the next segment opens the output afresh (frame 3 only comes once, so the second segment has no failure)."""
     out = tmp_path / "out"
-    cfg = config(tiny_dir, clip, out, outputs={"segment_s": 1, "sinks": [{"name": "bad",
-                                                                           "use": "tests.test_extending:Breaks"}]})
+    cfg = config(
+        tiny_dir, clip, out, outputs={"segment_s": 1, "sinks": [{"name": "bad", "use": "tests.test_extending:Breaks"}]}
+    )
     summary = Pipeline(cfg).run()
     folders = sorted(p.name for p in out.iterdir() if p.is_dir())
     assert len(folders) == 2
     assert summary["sources"]["pipeline"]["outputs"]["segments"] == {
-        folders[0]: {"bad": {"failed_at_frame": 3, "error": "ValueError: no such column"}}}
+        folders[0]: {"bad": {"failed_at_frame": 3, "error": "ValueError: no such column"}}
+    }
 
 
 def test_every_component_names_the_section_its_package_declares():

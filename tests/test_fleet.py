@@ -449,8 +449,10 @@ def test_the_driver_serves_one_console_for_every_camera_and_places_new_ones(tmp_
             assert s["state"] == "live" and s["fps_in"] >= 0
         wait_until(lambda: len(json.loads(call(port, "/api/v1/events")[2])) == 2, 30, "c1's events at the driver")
         events = json.loads(call(port, "/api/v1/events")[2])
-        assert [(e["seq"], e["kind"], e["source"], e["zone"]) for e in events] == [(1, "enter", "c1", "bay"),
-                                                                                  (2, "enter", "c1", "bay")]
+        assert [(e["seq"], e["kind"], e["source"], e["zone"]) for e in events] == [
+            (1, "enter", "c1", "bay"),
+            (2, "enter", "c1", "bay"),
+        ]
         (snapshot,) = (out / "c1").glob(f"*/{events[0]['snapshot']}")  # in the camera's segment folder
         assert call(port, events[0]["snapshot_url"])[2] == snapshot.read_bytes()
         listed = sources(port)

@@ -205,9 +205,12 @@ def test_ctrl_c_stops_kinematics_at_once_and_leaves_no_half_person(tmp_path):
 
     run = tmp_path / "run"
     write_run(run, walking, seconds=60.0)  # 1,800 frames: several seconds of IK
-    proc = subprocess.Popen([sys.executable, "-m", "sapiens2_stream.cli", "kinematics", str(run)],
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal starts it
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sapiens2_stream.cli", "kinematics", str(run)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # as a terminal starts it
     scaled = run / "kinematics" / "person_0001_scaled.osim"
     deadline = time.time() + 60
     while not scaled.exists() and proc.poll() is None and time.time() < deadline:

@@ -131,8 +131,13 @@ def test_mirroring_matches_the_renderers_mirror():
 
 def test_steadiness_and_the_rules():
     def record(frame, x):
-        return recorded_frame({"frame": frame, "pts": frame / 10, "people": [
-            {"track_id": 7, "box": [0, 0, 10, 10], "score": 0.9, "keypoints": [[x, 5.0]] * 308}]})
+        return recorded_frame(
+            {
+                "frame": frame,
+                "pts": frame / 10,
+                "people": [{"track_id": 7, "box": [0, 0, 10, 10], "score": 0.9, "keypoints": [[x, 5.0]] * 308}],
+            }
+        )
 
     steady = TrackSteadiness([record(f, 2.0 * f + (9 if f == 5 else 0)) for f in range(8) if f != 2])
     assert np.allclose(steady.jump(7, 4), 4.5)  # its neighbour 5 jumped by 9: half of it shows at 4

@@ -44,6 +44,7 @@ def cases(schema, node, path, put):
     if sections:
         section = sections[0]
         for key, prop in section["properties"].items():
+
             def put_key(data, value, key=key, section=section):
                 put(data, {**ITEMS.get(section.get("name"), {}), key: value})
 
@@ -60,6 +61,7 @@ def cases(schema, node, path, put):
         return
     maps = [o for o in options if o.get("type") == "object" and isinstance(o.get("additionalProperties"), dict)]
     if maps:
+
         def put_entry(data, value):
             put(data, {"z1": value})
 
@@ -76,8 +78,12 @@ def cases(schema, node, path, put):
         bad = [[1]] if "array" not in types else {"a": [1]}
     yield path, put, bad, "wrong type"
     for o in options:
-        for bound, value in (("minimum", o.get("minimum", None)), ("exclusiveMinimum", o.get("exclusiveMinimum")),
-                             ("maximum", o.get("maximum")), ("exclusiveMaximum", o.get("exclusiveMaximum"))):
+        for bound, value in (
+            ("minimum", o.get("minimum", None)),
+            ("exclusiveMinimum", o.get("exclusiveMinimum")),
+            ("maximum", o.get("maximum")),
+            ("exclusiveMaximum", o.get("exclusiveMaximum")),
+        ):
             if value is None:
                 continue
             beyond = value - 1 if bound == "minimum" else value if bound.startswith("exclusive") else value + 1
@@ -90,6 +96,7 @@ def all_cases():
     schema = json_schema()
     out = []
     for key, prop in schema["properties"].items():
+
         def put_top(data, value, key=key):
             if key == "sources":
                 data.pop("source", None)
@@ -106,8 +113,16 @@ CASES = all_cases()
 def test_the_walk_reaches_every_section():
     keys = {path for path, *_ in CASES}
     assert len(keys) > 150
-    for key in ("detector.conf", "sources[0].reconnect.give_up_s", "events.zones.z1.max_people", "stages[0].after",
-                "models.pose.max_batch", "runtime.metrics.port", "fleet.headroom", "threed.offsets_s.z1"):
+    for key in (
+        "detector.conf",
+        "sources[0].reconnect.give_up_s",
+        "events.zones.z1.max_people",
+        "stages[0].after",
+        "models.pose.max_batch",
+        "runtime.metrics.port",
+        "fleet.headroom",
+        "threed.offsets_s.z1",
+    ):
         assert key in keys, key
 
 
@@ -185,8 +200,15 @@ def test_the_configuration_classes_are_written_out_for_type_checkers(tmp_path):
     assert main(["schema", "--stub", str(tmp_path / "shape.py")]) == 0
     committed = (ROOT / "sapiens2_stream" / "runtime" / "config_shape.py").read_text()
     assert (tmp_path / "shape.py").read_text() == committed, "run: sapiens2-stream schema --stub " + STUB_PATH
-    assembled = {c.__name__: c for c in (pipeline_config.PipelineConfig, ModelsConfig, TemporalConfig,
-                                         pipeline_config.PipelineConfig.__dataclass_fields__["outputs"].type)}
+    assembled = {
+        c.__name__: c
+        for c in (
+            pipeline_config.PipelineConfig,
+            ModelsConfig,
+            TemporalConfig,
+            pipeline_config.PipelineConfig.__dataclass_fields__["outputs"].type,
+        )
+    }
     for name, cls in assembled.items():
         written = getattr(config_shape, name)
         own = written.__annotations__  # (as written: strings)

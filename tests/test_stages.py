@@ -131,6 +131,7 @@ def test_a_stage_failing_on_one_live_source_stays_there(tmp_path, tiny_dir):
                              "--console", str(console)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
     try:
+
         def failed_in_metrics():
             status, text = ask(metrics)
             return status == 200 and 'sapiens2_stage_errors_total{source="b",stage="recorder"} 1.0' in text
@@ -269,4 +270,3 @@ def test_building_a_pipeline_touches_nothing(tmp_path, tiny_dir):
     pipeline.run()
     assert len(read_jsonl(out / "results.jsonl")) == 3
     assert np.isfinite([p["score"] for r in read_jsonl(out / "results.jsonl") for p in r["people"]]).all()
-

@@ -25,10 +25,12 @@ def test_the_stand_in_costs_what_the_h200_measured_and_scales_by_flops_pixels_an
     assert 8 / pose.seconds(8, True) == pytest.approx(58.0, rel=0.1)
     big = TaskCost("1b")  # by FLOPs per input: 12.2 / 3.9 TFLOP
     assert (big.seconds(8, False) - big.seconds(0, False) * 0) / pose.seconds(8, False) == pytest.approx(
-        (1.26 + 8 * 8.42 * 12.2 / 3.9) / (1.26 + 8 * 8.42), rel=1e-6)
+        (1.26 + 8 * 8.42 * 12.2 / 3.9) / (1.26 + 8 * 8.42), rel=1e-6
+    )
     half = TaskCost("0.4b", (512, 384))  # a quarter of the pixels: a quarter of the per-input cost
     assert half.seconds(8, False) - half.seconds(1, False) == pytest.approx(
-        (pose.seconds(8, False) - pose.seconds(1, False)) / 4)
+        (pose.seconds(8, False) - pose.seconds(1, False)) / 4
+    )
     assert pose.seconds(0, True) == 0.0
     # the arithmetic the docs give: one H200 at 116 crops/s carries 5.8 cameras at 10 results/s, two people each
     assert pose.per_second() / (10 * 2) == pytest.approx(5.9, abs=0.1)

@@ -194,18 +194,18 @@ def anatomical_angles(keypoints: np.ndarray, confidence: np.ndarray, up: np.ndar
     values = leg({name: legs[:, j] for j, (name, _) in enumerate(LEG_POINTS)})
     for k, short in enumerate(("r", "l")):
         first = COLUMN[f"hip_flexion_{short}"]
-        out[:, first:first + 5] = values[k * n:(k + 1) * n]
+        out[:, first : first + 5] = values[k * n : (k + 1) * n]
     arms = both_sides(thorax, neck, ARM_IDS)
     values, bent = arm({name: arms[:, j] for j, (name, _) in enumerate(ARM_POINTS)})
     for k, short in enumerate(("r", "l")):
         first = COLUMN[f"arm_flex_{short}"]
-        out[:, first:first + 7] = values[k * n:(k + 1) * n]
-        for i in np.flatnonzero(~bent[k * n:(k + 1) * n]):
+        out[:, first : first + 7] = values[k * n : (k + 1) * n]
+        for i in np.flatnonzero(~bent[k * n : (k + 1) * n]):
             for name in ("arm_rot", "pro_sup", "wrist_flex", "wrist_dev"):
                 out[i, COLUMN[f"{name}_{short}"]] = np.nan
                 why[i][f"{name}_{short}"] = "the elbow is nearly straight: the arm's turn about its length is not seen"
     lumbar = zxy(np.einsum("pji,pjk->pik", pelvis, thorax))
-    out[:, COLUMN["lumbar_extension"]:COLUMN["lumbar_extension"] + 3] = lumbar
+    out[:, COLUMN["lumbar_extension"] : COLUMN["lumbar_extension"] + 3] = lumbar
     if up is None:
         for i in range(n):
             for name in ("lumbar_extension", "lumbar_bending", "lumbar_rotation"):

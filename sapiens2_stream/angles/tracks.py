@@ -245,4 +245,3 @@ def walking_speed(pelvis: list, found: list) -> float | None:
     if times[b] <= times[a]:
         return None
     return float(np.linalg.norm(points[b] - points[a]) / (times[b] - times[a]))
-

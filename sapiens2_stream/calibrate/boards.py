@@ -100,7 +100,7 @@ class Board:
         """Whether the corners lie on the board's grid seen in perspective: none further than GRID_SHARE of a square
         from the homography through them all (a lens bends them by a tenth or two; the sector-based detector now
         and then returns a board with one line of corners on the wrong line of squares, a whole square off)."""
-        grid = np.mgrid[0: self.cols, 0: self.rows].T.reshape(-1, 2).astype(np.float64)
+        grid = np.mgrid[0 : self.cols, 0 : self.rows].T.reshape(-1, 2).astype(np.float64)
         seen = corners.reshape(-1, 2).astype(np.float64)
         h, _ = cv2.findHomography(grid, seen, 0)
         if h is None:
@@ -116,7 +116,7 @@ class Board:
         grid = corners.reshape(self.rows, self.cols, 2)
 
         def shade(row: int, col: int) -> float:
-            centre = grid[row: row + 2, col: col + 2].reshape(-1, 2).mean(0)
+            centre = grid[row : row + 2, col : col + 2].reshape(-1, 2).mean(0)
             return float(cv2.getRectSubPix(gray, (5, 5), (float(centre[0]), float(centre[1]))).mean())
 
         return corners[::-1].copy() if shade(0, 0) < shade(0, 1) else corners

@@ -20,15 +20,23 @@ def add_parser(sub, run_video: Callable[..., Path] | None = None) -> None:
     intrinsics = kinds.add_parser("intrinsics", help="each camera's focal length, principal point and distortion "
                                                      "from pictures or a video of a board")  # fmt: skip
     add_board_options(intrinsics)
-    intrinsics.add_argument("--max-views", type=int, default=40, metavar="N",
-                            help="from a video: at most this many views, chosen far apart (default %(default)s)")
+    intrinsics.add_argument(
+        "--max-views",
+        type=int,
+        default=40,
+        metavar="N",
+        help="from a video: at most this many views, chosen far apart (default %(default)s)",
+    )
     intrinsics.set_defaults(func=cmd_calibrate_intrinsics)
     extrinsics = kinds.add_parser("extrinsics", help="where the cameras are, from a board they saw at the same "
                                                      "moments (the n-th picture of each camera)")  # fmt: skip
     add_board_options(extrinsics)
-    extrinsics.add_argument("--intrinsics", metavar="FILE",
-                            help="a Calib.toml with the cameras' intrinsics, held as they are (default: solved "
-                                 "from the same views and refined together with the rig)")
+    extrinsics.add_argument(
+        "--intrinsics",
+        metavar="FILE",
+        help="a Calib.toml with the cameras' intrinsics, held as they are (default: solved "
+        "from the same views and refined together with the rig)",
+    )
     extrinsics.add_argument("--floor-from-board", type=int, metavar="N",
                             help="the picture (from 0) whose board lies on the floor: the world's origin, Z up "
                                  "(default: the first seen by the most cameras)")  # fmt: skip
@@ -42,25 +50,47 @@ def add_parser(sub, run_video: Callable[..., Path] | None = None) -> None:
                         help="a camera's video (run through --pipeline) or run (its output folder, results.jsonl "
                              "with the pose model's keypoints); one take: the first camera's clock and people are "
                              "the reference")  # fmt: skip
-    people.add_argument("--pipeline", metavar="YAML", help="the pose pipeline that runs the videos (its detector and "
-                        "models.pose; a file detector without a path reads each video's own VIDEO.truth.json or "
-                        "VIDEO.det.txt); their runs go to OUTPUT_runs/NAME/")
+    people.add_argument(
+        "--pipeline",
+        metavar="YAML",
+        help="the pose pipeline that runs the videos (its detector and "
+        "models.pose; a file detector without a path reads each video's own VIDEO.truth.json or "
+        "VIDEO.det.txt); their runs go to OUTPUT_runs/NAME/",
+    )
     people.add_argument("--device", default="auto", help="for the videos' pose runs (default %(default)s)")
     people.add_argument("--no-progress", action="store_true")
-    people.add_argument("--intrinsics", required=True, metavar="FILE", help="a Calib.toml with every camera's "
-                                                                          "intrinsics (calibrate intrinsics)")
-    people.add_argument("--height", required=True, type=float, metavar="METRES",
-                        help="the person's standing height, floor to crown: the scale")
-    people.add_argument("--track", type=int, metavar="ID", help="the person whose height is --height, where several "
-                        "are seen (their track id in the first camera's run; the others' tracks are matched)")
-    people.add_argument("--refine-focal", action="store_true",
-                        help="solve each camera's focal length too (from the intrinsics' as the start; principal "
-                             "point and distortion kept): for lenses whose focal length drifted since")
+    people.add_argument(
+        "--intrinsics",
+        required=True,
+        metavar="FILE",
+        help="a Calib.toml with every camera's intrinsics (calibrate intrinsics)",
+    )
+    people.add_argument(
+        "--height",
+        required=True,
+        type=float,
+        metavar="METRES",
+        help="the person's standing height, floor to crown: the scale",
+    )
+    people.add_argument(
+        "--track",
+        type=int,
+        metavar="ID",
+        help="the person whose height is --height, where several "
+        "are seen (their track id in the first camera's run; the others' tracks are matched)",
+    )
+    people.add_argument(
+        "--refine-focal",
+        action="store_true",
+        help="solve each camera's focal length too (from the intrinsics' as the start; principal "
+        "point and distortion kept): for lenses whose focal length drifted since",
+    )
     people.add_argument("--sync", choices=("motion", "none"), default="motion",
                         help="each camera's time offset: found from the people's movement where it is clear (motion), "
                              "or the clocks taken as they are (none); default %(default)s")  # fmt: skip
-    people.add_argument("--output", required=True, metavar="FILE",
-                        help="the Calib.toml to write (updated in place when it exists)")
+    people.add_argument(
+        "--output", required=True, metavar="FILE", help="the Calib.toml to write (updated in place when it exists)"
+    )
     people.set_defaults(func=cmd_calibrate_people, run_video=run_video)
 
 
@@ -71,10 +101,16 @@ def add_board_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--square", type=float, metavar="METRES", help="the side of a square, e.g. 0.025")
     p.add_argument("--marker", type=float, metavar="METRES", help="charuco: the side of a marker")
     p.add_argument("--dictionary", metavar="NAME", help="charuco: its ArUco dictionary, e.g. DICT_4X4_50")
-    p.add_argument("--camera", action="append", required=True, metavar="NAME=PATH",
-                   help="a camera's pictures (a file, folder or glob) or video; repeat for several")
-    p.add_argument("--output", required=True, metavar="FILE",
-                   help="the Calib.toml to write (updated in place when it exists)")
+    p.add_argument(
+        "--camera",
+        action="append",
+        required=True,
+        metavar="NAME=PATH",
+        help="a camera's pictures (a file, folder or glob) or video; repeat for several",
+    )
+    p.add_argument(
+        "--output", required=True, metavar="FILE", help="the Calib.toml to write (updated in place when it exists)"
+    )
 
 
 def camera_specs(given: list[str]) -> dict[str, str]:
@@ -174,8 +210,10 @@ def cmd_calibrate_extrinsics(args: argparse.Namespace) -> int:
     for name, cam in report["cameras"].items():
         x, y, z = cam["position_m"]
         timing = f"; offset {offsets[name]['offset_s']:+.3f} s ({offsets[name]['method']})" if name in offsets else ""
-        print(f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px over {cam['views']} views; "
-              f"fx {cam['fx']:.1f}, fy {cam['fy']:.1f}, cx {cam['cx']:.1f}, cy {cam['cy']:.1f}" + timing)
+        print(
+            f"{name}: at ({x:.3f}, {y:.3f}, {z:.3f}) m; RMS {cam['rms_px']:.3f} px over {cam['views']} views; "
+            f"fx {cam['fx']:.1f}, fy {cam['fy']:.1f}, cx {cam['cx']:.1f}, cy {cam['cy']:.1f}" + timing
+        )
     for check, which in ((report["board_check"], "board check"), (report["board_check_held_out"], "held out")):
         if check:
             pictures = f" (pictures {', '.join(map(str, check['pictures']))})" if "pictures" in check else ""

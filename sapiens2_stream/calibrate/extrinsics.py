@@ -127,15 +127,15 @@ def bundle_adjust(cams: dict[str, Camera], views: dict[str, dict[int, View]], bo
         return np.concatenate(parts)
 
     def unpack(x):
-        cams_x = [np.zeros(6)] + [x[6 * i: 6 * i + 6] for i in range(len(names) - 1)]
+        cams_x = [np.zeros(6)] + [x[6 * i : 6 * i + 6] for i in range(len(names) - 1)]
         offset = 6 * (len(names) - 1)
-        boards_x = [x[offset + 6 * i: offset + 6 * i + 6] for i in range(len(moments))]
+        boards_x = [x[offset + 6 * i : offset + 6 * i + 6] for i in range(len(moments))]
         lenses = []
         for ci, name in enumerate(names):
             if not refine_intrinsics:
                 lenses.append((cams[name].matrix, cams[name].distortions))
                 continue
-            fx, fy, cx, cy, *dist = x[lens_at[ci]: lens_at[ci + 1]]
+            fx, fy, cx, cy, *dist = x[lens_at[ci] : lens_at[ci + 1]]
             lenses.append((np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]]), np.array(dist)))
         return cams_x, boards_x, lenses
 
@@ -155,10 +155,10 @@ def bundle_adjust(cams: dict[str, Camera], views: dict[str, dict[int, View]], bo
     for ci, mi, view in rows:
         n = 2 * len(view.found.ids)
         if ci > 0:
-            sparsity[start: start + n, 6 * (ci - 1): 6 * ci] = 1
+            sparsity[start : start + n, 6 * (ci - 1) : 6 * ci] = 1
         col = 6 * (len(names) - 1 + mi)
-        sparsity[start: start + n, col: col + 6] = 1
-        sparsity[start: start + n, lens_at[ci]: lens_at[ci + 1]] = 1
+        sparsity[start : start + n, col : col + 6] = 1
+        sparsity[start : start + n, lens_at[ci] : lens_at[ci + 1]] = 1
         start += n
     fit = least_squares(residuals, pack(rig, boards), jac_sparsity=sparsity, loss="huber", f_scale=1.0,
                         x_scale="jac", method="trf", max_nfev=MAX_EVALUATIONS)  # fmt: skip
@@ -170,7 +170,7 @@ def bundle_adjust(cams: dict[str, Camera], views: dict[str, dict[int, View]], bo
     errors = fit.fun.reshape(-1, 2)
     per_camera, start = {n: [] for n in names}, 0
     for ci, _, view in rows:
-        per_camera[names[ci]].append(errors[start: start + len(view.found.ids)])
+        per_camera[names[ci]].append(errors[start : start + len(view.found.ids)])
         start += len(view.found.ids)
     rms = {n: float(np.sqrt(np.mean(np.sum(np.concatenate(e) ** 2, axis=1)))) for n, e in per_camera.items()}
     return solved_rig, solved_boards, rms, solved_cams

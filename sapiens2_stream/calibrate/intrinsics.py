@@ -115,7 +115,8 @@ def calibrate_intrinsics(name: str, views: list[View], board: Board, size: tuple
     objects = [v.found.object_points(board).astype(np.float32) for v in kept]
     images = [v.found.image.astype(np.float32) for v in kept]
     rms, matrix, dist, _, _, sd_intrinsics, _, per_view = cv2.calibrateCameraExtended(
-        objects, images, size, None, None, flags=MODELS[model], criteria=CRITERIA)
+        objects, images, size, None, None, flags=MODELS[model], criteria=CRITERIA
+    )
     sd = sd_intrinsics.ravel()
     names = ["fx", "fy", "cx", "cy", "k1", "k2", "p1", "p2", "k3"]
     sigma = {n: round(float(s), 6) for n, s in zip(names, sd, strict=False)}

@@ -265,18 +265,18 @@ def adjust(cams, obs, poses: dict, points: dict, fixed: str,
                 rotations[i], translations[i] = poses[n][:, :3], poses[n][:, 3]
             else:
                 j = 6 * slot[n]
-                rotations[i], translations[i] = cv2.Rodrigues(x[j: j + 3])[0], x[j + 3: j + 6]
+                rotations[i], translations[i] = cv2.Rodrigues(x[j : j + 3])[0], x[j + 3 : j + 6]
         if refine_focal:  # a longer lens comes with the camera further back: the person's size in the picture
             # stays, which is the cheap direction to move in; without the pairing the solver creeps along it
             translations[:, 2] += (np.exp(x[n_fixed:]) - 1) * depth
-        return rotations, translations, x[n_pose: n_pose + n_points].reshape(-1, 3)
+        return rotations, translations, x[n_pose : n_pose + n_points].reshape(-1, 3)
 
     def residuals(x):
         rotations, translations, pts = unpack(x)
         cam = np.einsum("rij,rj->ri", rotations[row_cam], pts[row_point]) + translations[row_cam]
         scale = np.exp(x[n_fixed:])[row_cam, None] if refine_focal else 1.0
         seen = ((scale * cam[:, :2] / cam[:, 2:3] - seen_xy) * focal).ravel()
-        lengths = x[n_pose + n_points: n_fixed]
+        lengths = x[n_pose + n_points : n_fixed]
         stretch = np.linalg.norm(pts[link_a] - pts[link_b], axis=1) / lengths[link_bone] - 1
         return np.concatenate([seen, STRETCH_PX * stretch])
 
@@ -316,8 +316,10 @@ def adjust(cams, obs, poses: dict, points: dict, fixed: str,
     rotations, translations, pts = unpack(fit.x)
     placed = {n: np.hstack([rotations[i], translations[i][:, None]]) for i, n in enumerate(order)}
     err = np.sum(fit.fun[: 2 * len(rows)].reshape(-1, 2) ** 2, axis=1)
-    rms = {n: float(np.sqrt(err[row_cam == i].mean())) if np.any(row_cam == i) else float("nan")
-           for i, n in enumerate(order)}  # NaN: a camera left with none of its keypoints
+    rms = {
+        n: float(np.sqrt(err[row_cam == i].mean())) if np.any(row_cam == i) else float("nan")
+        for i, n in enumerate(order)
+    }  # NaN: a camera left with none of its keypoints
     scales = np.exp(fit.x[n_fixed:]) if refine_focal else np.ones(len(order))
     return placed, dict(zip(keys, pts, strict=True)), rms, dict(zip(order, scales.tolist(), strict=True))
 

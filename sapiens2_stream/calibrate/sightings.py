@@ -166,7 +166,7 @@ def match_unseen(theirs: dict[str, dict[int, Track2D]], offsets: dict[str, Offse
             known[n] = timed[n][max(pieces, key=lambda t: int(seen_frames(timed[n][t]).sum()))]
     pairs = {}  # (a, b): the measured person's correspondences in both cameras, and the bar a match must clear
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             if a in known and b in known:
                 known_a, known_b, moments = correspondences(known[a], known[b], 0.0)
                 if moments >= MIN_FRAMES:

@@ -123,7 +123,7 @@ def sharpness(grey: np.ndarray, corners: np.ndarray) -> float:
     """The variance of the Laplacian over the board's bounding box."""
     x0, y0 = np.floor(corners.min(0)).astype(int)
     x1, y1 = np.ceil(corners.max(0)).astype(int) + 1
-    patch = grey[max(y0, 0): y1, max(x0, 0): x1]
+    patch = grey[max(y0, 0) : y1, max(x0, 0) : x1]
     return float(cv2.Laplacian(patch, cv2.CV_64F).var()) if patch.size else 0.0
 
 
@@ -146,7 +146,7 @@ def board_views(spec: str, board: Board, max_views: int = 40, clock: Clock | Non
             missed.append(label)
     left_out: dict[str, str] = {label: "the board was not found" for label in missed}
     if video and found:  # (photos are each taken on purpose; a far board is less sharp, not blurred)
-        sharp = float(np.median(sorted(v.sharpness for v in found)[len(found) // 2:]))
+        sharp = float(np.median(sorted(v.sharpness for v in found)[len(found) // 2 :]))
         for view in found:
             if view.sharpness < BLUR_SHARE * sharp:
                 left_out[view.label] = f"blurred (sharpness {view.sharpness:.0f}, the sharp views' {sharp:.0f})"

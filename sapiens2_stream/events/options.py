@@ -109,7 +109,7 @@ class PosesConfig:
         return self.fall or self.hands_up or self.lying is not None
 
 
-@section(key="events", doc="zones, lines and poses: events.jsonl, MQTT TOPIC/events; see the site's page \"Events\"")
+@section(key="events", doc='zones, lines and poses: events.jsonl, MQTT TOPIC/events; see the site\'s page "Events"')
 class EventsConfig:
     """Zones, lines and poses (`events:`): events.jsonl, MQTT TOPIC/events, webhooks (the site's page "Events")."""
 
@@ -120,5 +120,3 @@ class EventsConfig:
     def __bool__(self) -> bool:
         """Whether any rule is given (the events stage runs only then)."""
         return bool(self.zones or self.lines or self.poses.any())
-
-

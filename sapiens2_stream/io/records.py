@@ -89,8 +89,11 @@ def jsonl_record(result, source_id: str, model_ids: dict[str, str]) -> dict:
                   "keypoint_scores": rounded(p.keypoint_scores, SCORE_DIGITS),
                   "keypoints_smoothed": rounded(p.smoothed)}  # fmt: skip
         if getattr(p, "keypoints_3d", None) is not None:
-            person.update(keypoints_3d=rounded_points(p.keypoints_3d, METRE_DIGITS), keypoints_3d_frame="camera",
-                          keypoints_3d_confidence=rounded(p.keypoints_3d_confidence, SCORE_DIGITS))
+            person.update(
+                keypoints_3d=rounded_points(p.keypoints_3d, METRE_DIGITS),
+                keypoints_3d_frame="camera",
+                keypoints_3d_confidence=rounded(p.keypoints_3d_confidence, SCORE_DIGITS),
+            )
         people.append({**person, **person_extras(p)})
     head = frame_fields(result, source_id)
     return {**head, "models": model_ids, "flip": result.flip, "people": people, **frame_extras(result)}

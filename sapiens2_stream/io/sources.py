@@ -420,8 +420,10 @@ class Source:
                 connection.state, connection.next_attempt_wall = "gave_up", None
                 self.stats.events.append(f"gave up after {silent_for:.1f}s without frames")
                 if never:  # a camera that never came up ends as a failed source (its outputs were never started)
-                    raise Sapiens2StreamError(f"{self.cfg.uri}: gave up after {silent_for:.0f} s (source.reconnect."
-                                              f"give_up_s): the camera never delivered a frame ({connection.reason})")
+                    raise Sapiens2StreamError(
+                        f"{self.cfg.uri}: gave up after {silent_for:.0f} s (source.reconnect."
+                        f"give_up_s): the camera never delivered a frame ({connection.reason})"
+                    )
                 log.warning(f"source {self.label}: gave up after {silent_for:.0f} s without frames "
                             "(source.reconnect.give_up_s)")  # fmt: skip
                 return

@@ -42,8 +42,10 @@ class UserSink(Sink):
             raise
         except Exception as e:
             self.failure = {"failed_at_frame": result.frame.index, "error": f"{type(e).__name__}: {e}"}
-            log.error(f"outputs.sinks {self.name!r} failed at frame {result.frame.index}: {type(e).__name__}: {e} "
-                      "(written no more for this source; the other outputs go on)")
+            log.error(
+                f"outputs.sinks {self.name!r} failed at frame {result.frame.index}: {type(e).__name__}: {e} "
+                "(written no more for this source; the other outputs go on)"
+            )
 
     def stats(self) -> dict | None:
         return self.failure

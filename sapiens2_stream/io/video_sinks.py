@@ -23,6 +23,7 @@ GREEN_SCREEN = (0, 177, 64)
 
 log = logging.getLogger("sapiens2_stream")
 
+
 def annotated(result, draw: list[str], threshold: float, background=GREEN_SCREEN) -> np.ndarray:
     """`annotate`, made once per result and shared by the outputs that show it (video, re-stream, window);
     read-only."""

@@ -202,8 +202,12 @@ class TrackIK:
         self.names = [c.getName() for c in self.coords]
         self.rotational = np.array([c.getMotionType() == 1 for c in self.coords])  # Coordinate::Rotational
         self.weights = marker_weights(folder)
-        self.starts = Starts(self.names, np.array([c.getDefaultValue() for c in self.coords]),
-                             np.array([(c.getRangeMin(), c.getRangeMax()) for c in self.coords]), self.rotational)
+        self.starts = Starts(
+            self.names,
+            np.array([c.getDefaultValue() for c in self.coords]),
+            np.array([(c.getRangeMin(), c.getRangeMax()) for c in self.coords]),
+            self.rotational,
+        )
         self.recent: deque[float] = deque(maxlen=RECENT)  # the kept fits of the last frames solved
         # The setup's coordinate tasks, as its IK tool adds them. Every frame's solver keeps references to these
         # (and to its marker reference): they must live as long as it does, or they are freed under it.

@@ -146,8 +146,14 @@ def kinematics(run: Path, out: Path | None, model: str = "simple", mass: float =
     out = out or run / "kinematics"
     found = people_in_metres(run)
     several = len({t.label for t in found}) > 1
-    summary: dict = {"run": str(run), "model": model, "mass_kg": mass, "height_m": height,
-                     "scale_frames": scale_frames, "people": {}}
+    summary: dict = {
+        "run": str(run),
+        "model": model,
+        "mass_kg": mass,
+        "height_m": height,
+        "scale_frames": scale_frames,
+        "people": {},
+    }
     first, last = -np.inf if start is None else start, np.inf if end is None else end
     try:
         for track in found:

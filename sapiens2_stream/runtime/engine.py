@@ -25,6 +25,7 @@ from .results import FrameResult, Person
 
 log = logging.getLogger("sapiens2_stream")
 
+
 def as_host_type(value: torch.Tensor) -> torch.Tensor:
     """Results leave the device as float32 (numpy has no bfloat16; a half-precision run's maps stay exact enough)
     or as the integer type they are."""
@@ -93,8 +94,10 @@ class InferenceEngine:
             if section.runtime != "torch":  # a folder export-model wrote, run by its own runtime
                 exported = ExportedModel(section.source, task, section.runtime, section.input_size, device)
                 if exported.flip_in_graph and section.flip == "off":
-                    raise Sapiens2StreamError(f"models.{task}: {section.source} has flip TTA inside its graph "
-                                              "(export-model --flip fused); for flip: off export with --flip none")
+                    raise Sapiens2StreamError(
+                        f"models.{task}: {section.source} has flip TTA inside its graph "
+                        "(export-model --flip fused); for flip: off export with --flip none"
+                    )
                 self.models[task], self.sizes[task] = exported, exported.input_size
                 continue
             model = load_model(section.source, device=device, dtype=dtype)

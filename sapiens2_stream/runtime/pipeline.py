@@ -99,8 +99,10 @@ def arranged_stages(cfg: PipelineConfig, given: list = ()) -> list:
     first_group = next((i for i, stage in enumerate(stages) if stage.scope == "group"), len(stages))
     late = [stage for stage in stages[first_group:] if stage.scope == "source"]
     if late:
-        raise Sapiens2StreamError(f"stages: {late[0].name!r} cannot run after {late[0].after!r}, a stage across "
-                                  "sources (a stage of yours sees one source's results: after write at the latest)")
+        raise Sapiens2StreamError(
+            f"stages: {late[0].name!r} cannot run after {late[0].after!r}, a stage across "
+            "sources (a stage of yours sees one source's results: after write at the latest)"
+        )
     return stages
 
 

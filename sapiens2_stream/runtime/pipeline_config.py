@@ -61,7 +61,7 @@ def assembled(name: str, base: type, prefix: str, sections: list[kit.Declared]) 
     under it), in the order they are declared."""
     fields = []
     for declared in sections:
-        key = declared.key[len(prefix):]
+        key = declared.key[len(prefix) :]
         if not declared.key.startswith(prefix) or "." in key:
             continue
         if any(d.key.startswith(f"{declared.key}.") for d in sections):
@@ -191,6 +191,3 @@ def check_config(config: PipelineConfig, origin: str) -> None:
     if "seg" in config.outputs.video.draw and config.models.seg is None:
         fail("outputs.video.draw lists seg but models.seg is not enabled")
     check_temporal(config.temporal, config.models, fail)
-
-
-

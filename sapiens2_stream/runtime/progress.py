@@ -71,8 +71,10 @@ def format_source(summary: dict) -> list[str]:
     if summary.get("under_load_share"):
         lines.append(f"behind the live source {summary['under_load_share']:.0%} of the time")
     if summary.get("served_share") is not None and summary["served_share"] < 0.995:
-        lines.append(f"served {summary['served_share']:.0%} of the camera's frames (the rest dropped for want of "
-                     "time: the models are at capacity)")
+        lines.append(
+            f"served {summary['served_share']:.0%} of the camera's frames (the rest dropped for want of "
+            "time: the models are at capacity)"
+        )
     det = summary["detector"]
     if det["every"] != 1:
         lines.append(f"detector (every {det['every']}) ran on {det['frames_detected']} frames")

@@ -115,8 +115,7 @@ def prepare_resume(outputs: OutputsConfig, source: SourceConfig, models: dict, l
         return None
     if records[0].source != redact(source.uri):
         raise Sapiens2StreamError(
-            f"--resume: {path} was written for {records[0].source!r}, not {redact(source.uri)!r}; "
-            "use another --output"
+            f"--resume: {path} was written for {records[0].source!r}, not {redact(source.uri)!r}; use another --output"
         )
     out = Path(outputs.dir)
     names = video_names(outputs, models)

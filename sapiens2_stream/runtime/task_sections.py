@@ -23,7 +23,6 @@ else:
     ))  # fmt: skip
 
 
-
 # temporal: a switch per filtered output of the table's tasks (models/tasks.py), then the shared parameters
 if not TYPE_CHECKING:
     TemporalConfig = section(key="temporal", cls=dataclasses.make_dataclass(

@@ -139,7 +139,7 @@ def write_calibration(path: Path, cameras: list[Camera], rms_px: dict[str, float
     error = float(np.mean(list(rms_px.values()))) if rms_px else 0.0
     lines += ["[metadata]", "adjusted = false", f"error = {error!r}"]
     if rms_px:
-        lines.append("rms_px = { " + ", ".join(f'{json.dumps(n)} = {float(v)!r}' for n, v in rms_px.items()) + " }")
+        lines.append("rms_px = { " + ", ".join(f"{json.dumps(n)} = {float(v)!r}" for n, v in rms_px.items()) + " }")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")

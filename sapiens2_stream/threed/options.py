@@ -32,8 +32,6 @@ class ThreeDConfig:
     files: bool = True  # the files: one camera's world.json and tracks_3d/, a group's 3d/keypoints_3d.jsonl and
     # 3d/tracks_3d/ (the Python API's output=None turns them off; the people in metres still reach the results)
 
-
-
     def lifts(self, tasks) -> bool:
         """Whether the single-camera 3-D stage runs with these models (`tasks`: the enabled tasks' names): on
         request, or by default when pose and pointmap both run."""
