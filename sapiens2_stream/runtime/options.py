@@ -57,7 +57,7 @@ class RuntimeConfig:
     policy: Literal["auto", "block", "latest", "drop_oldest"] = "auto"  # auto: block for files, latest for live
     max_frame_age_s: Above0 = 1.0  # live, unless policy is block: frames waiting longer are dropped before any
     # work (a frame the models took is always finished and written)
-    threads: Count | None = None  # torch CPU threads
+    threads: Count | None = None  # torch CPU threads for the run (the process's setting is given back after it)
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile with batches padded to buckets, each compiled
     # before the first frame; auto: CUDA only
     fp8: Switch = False  # the backbone's matrix products in fp8 on GPUs that have it (H100, H200), each model only
