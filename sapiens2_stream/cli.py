@@ -140,7 +140,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.ray:
         if args.resume:
             raise Sapiens2StreamError("--resume is not needed with --ray: fleet cameras always continue")
-        return EXIT_INTERRUPTED if run_on_fleet(config, args.ray, not args.no_progress)["interrupted"] else EXIT_OK
+        return exit_code(run_on_fleet(config, args.ray, not args.no_progress))  # a fleet's as a run's
     summary = run_pipeline(config, not args.no_progress, resume=args.resume)
     return exit_code(summary)
 

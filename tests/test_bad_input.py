@@ -188,7 +188,7 @@ def test_soak_live_path_bounded_memory_and_queues(tmp_path, tiny_dir):
     summary = source_summary(pipeline.run())
     assert summary["frames_in"] == 3000 and summary["frames_out"] >= 30
     stream = pipeline.streams[0]
-    assert stream.waiting.most <= 4 and stream.max_outbox <= 4
+    assert stream.waiting.most <= 4 and stream.outbox.most <= 4
     warm = [rss for frames, rss in samples if frames >= 500]
     assert len(warm) >= 10 and max(warm) - warm[0] < 100, (len(warm), warm[0], max(warm))
 

@@ -525,3 +525,76 @@ def test_an_output_folder_one_node_cannot_see_is_refused_in_one_line(tmp_path, t
         node.send_signal(signal.SIGTERM)
         node.wait(timeout=60)
         wait_until(lambda: not any(alive(p) for p in processes), 30, "the blind node's processes to end")
+
+
+BROKEN_DRIVER = '''
+import sys
+
+from sapiens2_stream.cli import main
+from sapiens2_stream.runtime.stages import base
+from sapiens2_stream.runtime.stages.base import GroupStage, register_stage
+
+
+class Broken(GroupStage):
+    """A group stage after triangulate that raises on the group's third moment (defined here, in __main__, so
+    that Ray ships it by value to the fleet's hub with the run's group stages)."""
+
+    doc = "raises on the third moment"
+
+    def open(self, options, ctx, emit):
+        return {"moments": 0}
+
+    def __call__(self, state, moment):
+        state["moments"] += 1
+        if state["moments"] == 3:
+            raise RuntimeError("broken on purpose")
+
+
+at = base.ORDER.index("triangulate") + 1
+base.ORDER = (*base.ORDER[:at], "broken", *base.ORDER[at:])
+register_stage("broken")(Broken)
+sys.exit(main(["run", sys.argv[1], "--ray", sys.argv[2], "--no-progress"]))
+'''
+
+
+def test_a_group_stage_that_raises_in_a_fleet_is_said_once_counted_and_off(tmp_path, tiny_dir, cluster):
+    """The fleet's hub runs the group stages on the same runner as one machine: a group stage that raises there is
+    said once by the driver, counted (the summary's `errors`, the status the driver's /metrics gives), switched
+    off, and the moments still reach write_3d."""
+    from sapiens2_stream.threed.calibration import write_calibration
+    from tests import scenes3d
+
+    ray_cluster, _ = cluster
+    rig = scenes3d.rig(2)
+    cameras = [c.name for c in rig]
+    write_calibration(tmp_path / "Calib.toml", rig)
+    port = free_port()
+    out = tmp_path / "out"
+    spec = fleet_spec(tmp_path, tiny_dir, cameras, port)
+    data = yaml.safe_load(spec.read_text())
+    data["threed"] = {"calibration": str(tmp_path / "Calib.toml"), "max_skew_s": 0.45}
+    spec.write_text(yaml.safe_dump(data))
+    script = tmp_path / "driver.py"
+    script.write_text(BROKEN_DRIVER)
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "PYTHONPATH": str(Path(__file__).parent.parent)}
+    driver = subprocess.Popen([sys.executable, str(script), str(spec), ray_cluster.address], stderr=subprocess.PIPE,
+                              text=True, env=env)  # fmt: skip
+    try:
+        wait_until(lambda: len(moment_views(out, 0)) >= 6, 240, "six moments written after the stage failed")
+
+        def metrics() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                return r.read().decode()
+
+        wait_until(lambda: 'sapiens2_group_stage_errors_total{stage="broken"} 1.0' in metrics(), 30,
+                   "the failed group stage on /metrics")  # fmt: skip
+    finally:
+        driver.send_signal(signal.SIGINT)
+        _, stderr = driver.communicate(timeout=120)
+    assert driver.returncode == 3, stderr  # a stage failed, the rest ran: as a run on one machine exits
+    said = [line for line in stderr.splitlines() if "group stage broken failed" in line]
+    assert len(said) == 1 and said[0].startswith("fleet: group stage broken failed after 3 moments"), stderr
+    assert "broken on purpose" in said[0]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [e["stage"] for e in summary["errors"]] == ["broken"] and summary["errors"][0]["moment"] == 3
+    assert summary["live_mocap"]["moments"] >= 6  # every other output went on

@@ -178,7 +178,7 @@ def cmd_calibrate_intrinsics(args: argparse.Namespace) -> int:
 def cmd_calibrate_extrinsics(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..threed.calibration import Camera, read_calibration
+    from ..threed.calibration import Camera, cameras_named
     from .boards import board_from
     from .extrinsics import calibrate_extrinsics
     from .outputs import report_paths, write_extrinsics
@@ -192,12 +192,7 @@ def cmd_calibrate_extrinsics(args: argparse.Namespace) -> int:
     clocks, offsets = video_clocks(camera_specs(args.camera), args.sync)
     _, seen, output = board_and_views(args, clocks)
     if args.intrinsics:
-        known = read_calibration(args.intrinsics)
-        missing = [name for name in seen if name not in known]
-        if missing:
-            raise Sapiens2StreamError(f"--intrinsics {args.intrinsics}: no camera named {missing[0]} in it (it has "
-                                      f"{', '.join(sorted(known))})")  # fmt: skip
-        cams = {name: known[name] for name in seen}
+        cams = cameras_named(args.intrinsics, seen, "--intrinsics")
         found = {name: views.views for name, views in seen.items()}
     else:
         solved = solved_intrinsics(board, seen)
@@ -256,7 +251,7 @@ def video_clocks(cameras: dict[str, str], sync: str) -> tuple[dict, dict]:
 
 
 def cmd_calibrate_people(args: argparse.Namespace) -> int:
-    from ..threed.calibration import read_calibration
+    from ..threed.calibration import cameras_named
     from .outputs import report_paths, write_people
     from .people import calibrate_from_people
     from .sightings import sightings
@@ -267,11 +262,7 @@ def cmd_calibrate_people(args: argparse.Namespace) -> int:
     if len(cameras) < 2:
         raise Sapiens2StreamError("calibrate people needs two or more cameras (--camera NAME=RUN_FOLDER, repeated)")
     output = Path(args.output)
-    known = read_calibration(args.intrinsics)
-    missing = [name for name in cameras if name not in known]
-    if missing:
-        raise Sapiens2StreamError(f"--intrinsics {args.intrinsics}: no camera named {missing[0]} in it (it has "
-                                  f"{', '.join(sorted(known))})")  # fmt: skip
+    cams = cameras_named(args.intrinsics, cameras, "--intrinsics")
     videos = {name: path for name, path in cameras.items() if not Path(path).is_dir()
               and Path(path).suffix.lower() != ".jsonl"}  # fmt: skip
     for name, video in videos.items():
@@ -286,7 +277,6 @@ def cmd_calibrate_people(args: argparse.Namespace) -> int:
         if name in videos:
             into = output.with_name(output.stem + "_runs") / name
             runs[name] = args.run_video(folder, args.pipeline, into, args.device, not args.no_progress)
-    cams = {n: known[n] for n in cameras}
     seen = sightings(cams, runs, args.track, args.sync == "motion")
     placed = calibrate_from_people(cams, seen.seen, args.height, seen.measured, args.refine_focal)
     report = write_people(output, placed, args.height, seen.report(), cams if args.refine_focal else None)

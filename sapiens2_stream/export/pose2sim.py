@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import Sapiens2StreamError
 from ..io.records import RecordedFrame, read_frames
 from ..io.soundtracks import sound_offsets, soundtrack
-from ..threed.calibration import Camera, read_calibration, write_calibration
+from ..threed.calibration import Camera, cameras_named, write_calibration
 from ..threed.motion_sync import BODY, Offset, Track2D, motion_offsets, run_tracks
 from .skeletons import SKELETONS, Layout, layout
 
@@ -160,12 +160,7 @@ def export_pose2sim(
         raise Sapiens2StreamError(f"camera names repeat ({', '.join(names)}): each run folder names its camera")
     cameras = None
     if calibration is not None:
-        tables = read_calibration(calibration)
-        absent = [n for n in names if n not in tables]
-        if absent:
-            raise Sapiens2StreamError(f"--calibration: no camera named {', '.join(absent)} in it (it has "
-                                      f"{', '.join(tables)}); name the run folders after the cameras")  # fmt: skip
-        cameras = {n: tables[n] for n in names}
+        cameras = cameras_named(calibration, names, "--calibration", "; name the run folders after the cameras")
     offsets = synchronise(runs, sync, cameras)
     rate = fps or 1 / float(np.median(np.diff(runs[0].times)))
     start = max(run.times[0] + offsets[run.name].offset_s for run in runs)  # in the reference's clock

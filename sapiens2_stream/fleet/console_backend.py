@@ -125,7 +125,8 @@ class FleetBackend:
         """The hub's latest moment (as its last report to the driver said), or None without a calibrated group."""
         if self.fleet.hub is None:
             return None
-        return (self.fleet.mocap_report or {}).get("latest") or {"time": None, "views": [], "people": []}
+        report = (self.fleet.mocap_report or {"reports": {}})["reports"].get("3d") or {}
+        return report.get("latest") or {"time": None, "views": [], "people": []}
 
     def view(self, name: str) -> Relay | None:
         if name not in self.fleet.record.data["sources"]:

@@ -30,9 +30,10 @@ from ..runtime.live_mocap import triangulation_group
 from ..runtime.options import ConsoleConfig, MetricsConfig
 from ..runtime.pipeline import check_group_stages, group_plan
 from ..runtime.pipeline_config import PipelineConfig
-from ..runtime.prometheus import Endpoints, event_metrics, mocap_metrics
+from ..runtime.prometheus import Endpoints, stage_metrics
 from ..runtime.ray_cluster import connect, worker_plan
 from ..runtime.stages import builtin_stages, in_order
+from ..runtime.stages.base import report_keys
 from .mocap import MocapHub
 from .placement import place
 from .record import FleetRecord, write_marker
@@ -108,7 +109,8 @@ class Fleet:
         self.events = RecentEvents()  # the cameras' latest events, as the workers report them (the console's list)
         self.hub = None  # live motion capture's MocapHub, for a calibrated group of cameras
         self.hub_asked = None  # its report asked for
-        self.mocap_report: dict | None = None  # its latest report
+        self.mocap_report: dict | None = None  # its latest report: {"reports": the group stages', "errors": ...}
+        self.group_errors_said = 0
         self.endpoints = None
 
     # ------------------------------------------------------------------------------------------- starting
@@ -217,6 +219,17 @@ class Fleet:
                 except ray.exceptions.RayError as e:  # the 3-D stream is lost; the cameras go on
                     self.say(f"fleet: live motion capture's hub is gone ({type(e).__name__})")
                     self.hub = None
+                else:
+                    self.say_group_errors(self.mocap_report["errors"])
+
+    def say_group_errors(self, errors: list[dict]) -> None:
+        """Each group stage's failure the hub reported, said once."""
+        for error in errors[self.group_errors_said :]:
+            self.say(
+                f"fleet: group stage {error['stage']} failed after {error['moment']} moments: {error['error']} "
+                "(the stage is off for the rest of the run; the cameras and the other stages go on)"
+            )
+        self.group_errors_said = max(self.group_errors_said, len(errors))
 
     def _take(self, ready: list, now: float) -> None:
         """The answers that came, and what they say about lost nodes (under the record's lock)."""
@@ -417,6 +430,9 @@ class Fleet:
             lines.append(f"{name} [{state}] node {worker['node_id'][:8]} gpu {worker['gpus'] or '-'}: "
                          f"{len(worker['sources'])} camera(s), {fps:.1f} frames/s, oldest result "
                          f"{max(ages, default=0):.1f} s")  # fmt: skip
+        if self.mocap_report is not None and self.mocap_report["errors"]:
+            off = ", ".join(e["stage"] for e in self.mocap_report["errors"])
+            lines.append(f"group stages off after an error: {off}")
         return lines
 
     def say(self, line: str) -> None:
@@ -439,7 +455,8 @@ class Fleet:
         mocap = {}
         if self.hub is not None:  # after the cameras: their last results are in
             try:
-                mocap["live_mocap"] = ray.get(self.hub.close.remote(), timeout=STOP_TIMEOUT_S)
+                mocap = ray.get(self.hub.close.remote(), timeout=STOP_TIMEOUT_S)
+                self.say_group_errors(mocap["errors"])
             except ray.exceptions.RayError as e:
                 self.say(f"fleet: live motion capture did not close cleanly ({type(e).__name__})")
             ray.kill(self.hub, no_restart=True)
@@ -449,8 +466,10 @@ class Fleet:
             "frames_in": sum(s["frames_in"] for s in sources.values()),
             "frames_out": sum(s["frames_out"] for s in sources.values()),
         }
+        errors = [{"source": cam, **e} for cam, summary in sources.items() for e in summary.get("errors", [])]
+        errors += mocap.pop("errors", [])  # a group stage's: {stage, error, moment}
         return {"fleet": self.id, "workers": self.record.data["workers"], "sources": sources, "totals": totals,
-                "moves": self.record.data["moves"], **mocap, "interrupted": True}  # fmt: skip
+                "moves": self.record.data["moves"], **mocap, "errors": errors, "interrupted": True}  # fmt: skip
 
     def close(self) -> None:
         if self.local:
@@ -489,10 +508,11 @@ class FleetCollector:
             capacity.add_metric([name, worker["node_id"]], worker["capacity_fps"])
         yield from (written, fps, age, owned, capacity)
         cameras = {cam: c for w in fleet.workers.values() for cam, c in w.stats["cameras"].items()}
-        yield from event_metrics((cam, c["event_counts"], c["event_counts"]["kinds"]) for cam, c in cameras.items()
-                                 if c.get("event_counts"))  # fmt: skip
-        if fleet.mocap_report is not None:
-            yield from mocap_metrics(fleet.mocap_report["last"], fleet.mocap_report["summary"])
+        reports = {cam: {k: c[k] for k in report_keys() if c.get(k) is not None} for cam, c in cameras.items()}
+        hub = fleet.mocap_report or {"reports": {}, "errors": []}
+        yield from stage_metrics(
+            reports, {cam: c.get("errors", []) for cam, c in cameras.items()}, hub["reports"], hub["errors"]
+        )
 
 
 class FleetConsole:

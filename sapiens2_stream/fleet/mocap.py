@@ -11,34 +11,40 @@ keep the nodes' clocks in step (NTP), or the moments pair the wrong frames.
 
 from __future__ import annotations
 
-from ..runtime.live_mocap import LiveMocap, result_view
+import logging
+
+from ..runtime.live_mocap import CameraView
 from ..runtime.observer import Observer
 from ..runtime.stages.group import GroupPlan, GroupStages
 
 
 class MocapHub:
-    """The one place a fleet's group is triangulated (a Ray actor; `add_frame` calls come from every worker): the
-    run's own group stages (triangulate, write_3d and any between), as a single run has them."""
+    """The one place a fleet's group is triangulated (a Ray actor; `offer` calls come from every worker): the run's
+    own group stages (triangulate, write_3d and any between) on their own runner, as a single run has them: each
+    camera's view is offered to them on the runner's thread, and a stage that raises is off from then on, counted
+    in the hub's report and its summary, while the others go on. The hub says nothing itself: the driver says
+    what its reports hold (once), so that a failure is not said again by every process that saw it."""
 
     def __init__(self, plan: GroupPlan) -> None:
         """`plan`: the run's group stages, cut from its configuration by the driver (`pipeline.group_plan`)."""
+        logging.getLogger("sapiens2_stream").addHandler(logging.NullHandler())  # (an actor's process of its own)
         self.stages = GroupStages(plan)
-        self.mocap: LiveMocap = self.stages.state("triangulate")
         self.stages.start()  # polled there: moments whose cameras went silent still come out
 
-    def add_frame(self, camera: str, live: bool, wall_s: float, pts_s: float, keypoints, scores, lifted=None) -> None:
-        self.mocap.add_frame(camera, live, wall_s, pts_s, keypoints, scores, lifted)  # under the state's lock
+    def offer(self, view: CameraView, camera: str, live: bool) -> None:
+        self.stages.offer(view, camera, live)
 
     def report(self) -> dict:
-        """For the driver: the triangulate stage's report, as a run's console and /metrics read it (the latest
-        moment, its figures and the summary)."""
-        return self.stages.reports()["3d"]
+        """For the driver: the group stages' reports, as a run's console and /metrics read them (triangulate's
+        under "3d": the latest moment, its figures and the summary), and the stages that failed."""
+        return {"reports": self.stages.reports(), "errors": list(self.stages.errors)}
 
     def close(self) -> dict:
-        """The last moments made and every file complete (the per-person tracks too); the summary."""
+        """The last moments made and every file complete (the per-person tracks too); what the stages add to the
+        summary (`live_mocap`), and the stages that failed (`errors`)."""
         self.stages.ending()
         self.stages.ended()
-        return self.mocap.summary()
+        return {**self.stages.summary(), "errors": list(self.stages.errors)}
 
 
 class MocapFeed(Observer):
@@ -50,5 +56,4 @@ class MocapFeed(Observer):
 
     def result(self, result, stream) -> None:
         if stream.label in self.group:
-            self.hub.add_frame.remote(stream.label, stream.live, result.frame.wall_s, result.frame.pts_s,
-                                      *result_view(result))  # fmt: skip
+            self.hub.offer.remote(CameraView.of(result), stream.label, stream.live)

@@ -8,12 +8,12 @@ same motions the clips chain), with random clothes, size and light.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from ..io.coco import CocoKeypoints
 from ..models.metadata import keypoint_index
 from .body import KEYPOINTS, Pose
 from .motions import MOTIONS, Step, _move
@@ -68,25 +68,9 @@ def annotated(view: View) -> list:
     return [p for p in view.people if p.area >= MIN_AREA and (p.keypoints[:, 2] > 0).sum() >= MIN_KEYPOINTS]
 
 
-def coco_annotation(person, image_id: int, ann_id: int) -> dict:
+def coco_person(coco: CocoKeypoints, person, image_id: int) -> None:
     ids = keypoint_index()
-    kp = person.keypoints[[ids[n] for n in KEYPOINTS]]
-    flat = [round(float(v), 2) if i % 3 < 2 else int(v) for i, v in enumerate(kp.ravel())]
-    return {
-        "id": ann_id,
-        "image_id": image_id,
-        "category_id": 1,
-        "bbox": [round(float(v), 2) for v in person.box],
-        "area": int(person.area),
-        "iscrowd": 0,
-        "num_keypoints": int((kp[:, 2] > 0).sum()),
-        "keypoints": flat,
-        "track_id": person.track_id,
-    }
-
-
-def coco_categories() -> list[dict]:
-    return [{"id": 1, "name": "person", "supercategory": "person", "keypoints": list(KEYPOINTS), "skeleton": []}]
+    coco.person(image_id, person.box, person.keypoints[[ids[n] for n in KEYPOINTS]], track_id=person.track_id)
 
 
 def encode_normals(normals: np.ndarray) -> np.ndarray:
@@ -105,7 +89,7 @@ def write_dataset(
     for sub in ("images", "labels", "alpha", "normals", "pointmap"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    images, annotations = [], []
+    coco = CocoKeypoints(list(KEYPOINTS))
     for i in tqdm(range(1, count + 1), desc="rendering", unit="img", disable=not progress):
         view = random_view(rng, size[1], size[0])
         name = f"{i:06d}"
@@ -114,8 +98,8 @@ def write_dataset(
         cv2.imwrite(str(out / "alpha" / f"{name}.png"), np.round(view.alpha * 255).astype(np.uint8))
         cv2.imwrite(str(out / "normals" / f"{name}.png"), encode_normals(view.normals)[..., ::-1])
         np.save(out / "pointmap" / f"{name}.npy", np.minimum(view.pointmap, 1e3).astype(np.float16))
-        images.append({"id": i, "file_name": f"images/{name}.jpg", "width": size[1], "height": size[0]})
-        annotations += [coco_annotation(p, i, len(annotations) + 1) for p in annotated(view)]
-    coco = {"images": images, "annotations": annotations, "categories": coco_categories()}
-    (out / "keypoints.json").write_text(json.dumps(coco))
+        image_id = coco.image(f"images/{name}.jpg", size[1], size[0])
+        for person in annotated(view):
+            coco_person(coco, person, image_id)
+    coco.write(out / "keypoints.json")
     return out

@@ -243,7 +243,7 @@ class TrackIK:
         attempts: dict[str, Attempt] = {}
         failed = None
         try:
-            attempts["last"] = self.attempt(solver, weights, None)  # from the state's pose: the last frame's
+            attempts["last"] = self.attempt(solver, weights, None, last)  # from the state's pose: the last frame's
         except RuntimeError as e:  # OpenSim's exceptions arrive as RuntimeError
             failed = f"the solver could not fit the model: {str(e).splitlines()[0][:160]}"
         usual = self.usual()
@@ -256,7 +256,7 @@ class TrackIK:
             solver.setAccuracy(TRIAL_ACCURACY)
             for name, start in self.starts.fresh(last, SIDES if worse else turned, whole=worse):
                 try:
-                    attempts[name] = self.attempt(solver, weights, start)
+                    attempts[name] = self.attempt(solver, weights, start, last)
                 except RuntimeError:
                     continue
                 if usual is not None and attempts[name].in_range and not self.worse(attempts[name].fit, usual):
@@ -268,7 +268,7 @@ class TrackIK:
         kept = self.keep(attempts, last)
         if kept != "last":  # tried to the trials' accuracy: finished to the solver's from where it ended
             try:
-                attempts[kept] = self.attempt(solver, weights, attempts[kept].q)
+                attempts[kept] = self.attempt(solver, weights, attempts[kept].q, last)
             except RuntimeError:
                 kept = "last" if "last" in attempts else kept
         q = attempts[kept].q
@@ -307,8 +307,9 @@ class TrackIK:
             return "last"
         return min(good, key=lambda n: self.starts.distance(good[n].q, last))
 
-    def attempt(self, solver, weights: dict[str, float], start: np.ndarray | None) -> Attempt:
-        """IK of this frame from `start` (None: the pose the state holds, the last frame's)."""
+    def attempt(self, solver, weights: dict[str, float], start: np.ndarray | None, last: np.ndarray) -> Attempt:
+        """IK of this frame from `start` (None: the pose the state holds, the last frame's), read as the body's
+        (`Starts.reading`, near the last frame's pose `last` where the shoulder's two readings are alike)."""
         if start is not None:
             self.set_q(start)
         solver.assemble(self.state)
@@ -316,7 +317,7 @@ class TrackIK:
         solver.computeCurrentMarkerErrors(found)
         e = np.array([found.getElt(i) for i in range(found.size())])
         w = np.array([weights[solver.getMarkerNameForIndex(i)] for i in range(found.size())])
-        q = self.starts.reading(self.q())
+        q = self.starts.reading(self.q(), last)
         tasks = sum(weight * (q[i] - value) ** 2 for i, weight, value in self.tasks)
         fit = float(np.sqrt((np.sum(w * e**2) + tasks) / np.sum(w)))
         return Attempt(q, fit, self.starts.beyond(q), (float(np.sqrt(np.mean(e**2))), float(e.max())))

@@ -26,6 +26,7 @@ import numpy as np
 SIDES = ("r", "l")
 SHOULDER = ("arm_flex", "arm_add", "arm_rot")
 FLEXION = (math.radians(-135), math.radians(225))  # the whole turn a shoulder's flexion is read within
+AS_SMALL = math.radians(45)  # two readings whose angles' sizes differ by less: the nearer to the last frame's is read
 PELVIS = 6  # the first coordinates: the pelvis's three rotations and three translations, kept where the person is
 
 
@@ -75,16 +76,23 @@ class Starts:
             out[rot] = wrapped(out[rot] + np.pi)
         return out
 
-    def reading(self, q: np.ndarray) -> np.ndarray:
+    def reading(self, q: np.ndarray, near: np.ndarray | None = None) -> np.ndarray:
         """The same pose as `q`, each shoulder in the reading that turns the arm least from the model's zero pose
         (the smaller sum of its three angles' sizes: arms down and turned about themselves read as turned, not as
         raised overhead and swung down again; arms out sideways as abducted), its flexion within `FLEXION` (a whole
-        turn, from behind the back to past overhead)."""
+        turn, from behind the back to past overhead). Where the two are about as small (within `AS_SMALL`: an arm
+        near straight out sideways, where flexion and turn are about one axis and a near-straight elbow leaves the
+        turn unseen), the one nearer the last frame's pose `near` (the arm goes on through, it does not swing back)."""
         out = q.copy()
         for flex, add, rot in self.shoulders.values():  # plain floats: a frame's few angles, numpy's cost is per call
             a, b, c = float(q[flex]), float(q[add]), float(q[rot])
             readings = [(wrap(a), wrap(b), wrap(c)), (wrap(a + math.pi), wrap(math.pi - b), wrap(c + math.pi))]
-            a, b, c = min(readings, key=lambda r: abs(r[0]) + abs(r[1]) + abs(r[2]))
+            sizes = [abs(r[0]) + abs(r[1]) + abs(r[2]) for r in readings]
+            if near is not None and abs(sizes[0] - sizes[1]) < AS_SMALL:
+                last = (float(near[flex]), float(near[add]), float(near[rot]))
+                a, b, c = min(readings, key=lambda r: sum(abs(wrap(x - y)) for x, y in zip(r, last, strict=True)))
+            else:
+                a, b, c = readings[int(sizes[1] < sizes[0])]
             out[flex], out[add], out[rot] = FLEXION[0] + (a - FLEXION[0]) % (2 * math.pi), b, c
         return out
 

@@ -128,6 +128,7 @@ class Handoff:
 
     def __init__(self) -> None:
         self.items: deque = deque()
+        self.most = 0  # the most items that waited at once (a live writer's queue stays bounded: tested)
         self.ready = asyncio.Event()
         self.empty = asyncio.Event()
         self.empty.set()
@@ -140,6 +141,7 @@ class Handoff:
             oldest = self.items.popleft()
             dropped = oldest, (self.items[0] if self.items else item)
         self.items.append(item)
+        self.most = max(self.most, len(self.items))
         self.empty.clear()
         self.ready.set()
         return dropped

@@ -93,6 +93,25 @@ def result_view(result) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
 
 
 @dataclass
+class CameraView:
+    """One camera's result as the group needs it: its capture times and its people's keypoints (`result_view`).
+    A fleet's worker sends its hub this, not the whole result."""
+
+    wall_s: float
+    pts_s: float
+    keypoints: np.ndarray
+    scores: np.ndarray
+    lifted: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, result) -> CameraView:
+        """A result's view (a view already made: itself)."""
+        if isinstance(result, CameraView):
+            return result
+        return cls(result.frame.wall_s, result.frame.pts_s, *result_view(result))
+
+
+@dataclass
 class Moment:
     """One moment of a camera group: the people in metres (world frame of the calibration) from the views that
     came within `max_skew_s`. `people`: `threed.Triangulator`'s (id, xyz [308, 3], confidence, views, lifted,
@@ -154,9 +173,10 @@ class LiveMocap:
         self.poll()
 
     def result(self, result, camera: str, live: bool) -> None:
-        """A source's result, if it is a camera of the group."""
+        """A source's result (or its `CameraView`), if it is a camera of the group."""
         if camera in self.waiting:
-            self.add_frame(camera, live, result.frame.wall_s, result.frame.pts_s, *result_view(result))
+            view = CameraView.of(result)
+            self.add_frame(camera, live, view.wall_s, view.pts_s, view.keypoints, view.scores, view.lifted)
 
     # ------------------------------------------------------------------------------------------- moments
 

@@ -61,14 +61,10 @@ class RunCollector:
                                    "the run (the rest dropped for want of time)", labels=["source"])  # fmt: skip
         up = GaugeMetricFamily("sapiens2_source_up", "1 while a live source's camera delivers, 0 while it is "
                                "connecting, reconnecting or given up", labels=["source"])  # fmt: skip
-        failed = CounterMetricFamily("sapiens2_stage_errors", "stages that failed for a source (each is off for it "
-                                     "since)", labels=["source", "stage"])  # fmt: skip
         for s in streams:
             label, numbers = s.label, snapshots[id(s)]
             for reason in DROP_REASONS:
                 dropped.add_metric([label, reason], numbers["dropped"].get(reason, 0))
-            for error in numbers["errors"]:
-                failed.add_metric([label, error["stage"]], 1)
             for output, stats in s.output_stats().items():
                 if "dropped" in stats:  # an output that can refuse work (a video's stats say its encoder)
                     outputs.add_metric([label, output], stats["dropped"])
@@ -79,19 +75,42 @@ class RunCollector:
                 served.add_metric([label], numbers["served_share"])
             if s.source.connection is not None:
                 up.add_metric([label], float(s.source.connection.up))
-        yield from (dropped, outputs, people, fps, behind, served, up, failed)
-        reports = {s.label: s.stage_reports() for s in streams}
-        yield stage_status(reports)
-        yield from event_metrics((label, r["event_counts"], r["event_counts"]["kinds"]) for label, r in reports.items()
-                                 if r.get("event_counts"))  # fmt: skip
-        group = self.pipeline.cross.reports() if self.pipeline.cross is not None else {}
-        if "3d" in group:  # the triangulate stage's report
-            yield from mocap_metrics(group["3d"]["last"], group["3d"]["summary"])
+        yield from (dropped, outputs, people, fps, behind, served, up)
+        cross = self.pipeline.cross
+        yield from stage_metrics(
+            {s.label: s.stage_reports() for s in streams},
+            {s.label: snapshots[id(s)]["errors"] for s in streams},
+            cross.reports() if cross is not None else {},
+            cross.errors if cross is not None else [],
+        )
         device = self.pipeline.loaded.device
         if device.type == "cuda":
             gpu = GaugeMetricFamily("sapiens2_gpu_memory_bytes", "GPU memory the models hold", labels=["device"])
             gpu.add_metric([str(device)], torch.cuda.memory_allocated(device))
             yield gpu
+
+
+def stage_metrics(
+    sources: dict[str, dict], errors: dict[str, list[dict]], group: dict, group_errors: list[dict]
+) -> list:
+    """What a run's and a fleet's stages tell /metrics, from their reports alone (each source's reporting stages'
+    status by source label, each source's failed stages, the group stages' reports and failures): the stages'
+    numbers, the events, the group's 3-D, and every stage that failed, for a source or for the group."""
+    failed = CounterMetricFamily("sapiens2_stage_errors", "stages that failed for a source (each is off for it "
+                                 "since)", labels=["source", "stage"])  # fmt: skip
+    for label, stages in errors.items():
+        for error in stages:
+            failed.add_metric([label, error["stage"]], 1)
+    group_failed = CounterMetricFamily("sapiens2_group_stage_errors", "stages across sources that failed (each is "
+                                       "off for the rest of the run since)", labels=["stage"])  # fmt: skip
+    for error in group_errors:
+        group_failed.add_metric([error["stage"]], 1)
+    out = [failed, group_failed, stage_status(sources)]
+    out += event_metrics((label, r["event_counts"], r["event_counts"]["kinds"]) for label, r in sources.items()
+                         if r.get("event_counts"))  # fmt: skip
+    if group.get("3d"):  # the triangulate stage's report
+        out += mocap_metrics(group["3d"]["last"], group["3d"]["summary"])
+    return out
 
 
 def stage_status(reports: dict[str, dict]) -> GaugeMetricFamily:

@@ -70,13 +70,7 @@ class Camera:
 def camera_named(calibration: str | None, name: str) -> Camera | None:
     """The camera `name` of a calibration file (None without a file); a file that lacks it is a configuration
     error naming the cameras it has."""
-    if not calibration:
-        return None
-    cameras = read_calibration(calibration)
-    if name not in cameras:
-        raise Sapiens2StreamError(f"threed.calibration: no camera named {name!r} in {calibration} "
-                                  f"(it has {', '.join(sorted(cameras)) or 'none'})")  # fmt: skip
-    return cameras[name]
+    return cameras_named(calibration, [name], "threed.calibration")[name] if calibration else None
 
 
 def read_calibration(path: str | Path) -> dict[str, Camera]:
@@ -88,6 +82,17 @@ def read_calibration(path: str | Path) -> dict[str, Camera]:
     except OSError as e:
         raise Sapiens2StreamError(f"--calibration {path}: cannot read it ({e})") from None
     return dict(parsed_calibration(path.resolve(), stat.st_mtime_ns, stat.st_size, str(path)))
+
+
+def cameras_named(path: str | Path, names, what: str, hint: str = "") -> dict[str, Camera]:
+    """The cameras `names` of the calibration at `path`, in that order; a name it lacks is a one-line error of
+    `what` (the option that gave the file), with what it has and `hint` (what to do)."""
+    cameras = read_calibration(path)
+    absent = [name for name in names if name not in cameras]
+    if absent:
+        raise Sapiens2StreamError(f"{what}: no camera named {', '.join(absent)} in {path} (it has "
+                                  f"{', '.join(sorted(cameras)) or 'none'}){hint}")  # fmt: skip
+    return {name: cameras[name] for name in names}
 
 
 @functools.lru_cache(maxsize=16)

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import Sapiens2StreamError
 from ..humans.body import KEYPOINTS as BODY_KEYPOINTS
+from ..io.coco import CocoKeypoints
 from ..io.jsonl import source_folders
 from ..io.records import RecordedFrame, read_frames
 from ..models.metadata import NUM_KEYPOINTS, keypoint_index, pose_metadata
@@ -124,36 +125,25 @@ class DatasetWriter:
     """One side of the split: frames, part labels and mattes as files, the COCO annotations at the end."""
 
     def __init__(self, folder: Path, names: list[str]) -> None:
-        self.folder, self.names = folder, names
-        self.images: list[dict] = []
-        self.annotations: list[dict] = []
+        self.folder = folder
+        self.coco = CocoKeypoints(names)
         for sub in ("images", "labels", "alpha"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
 
     def add(self, stem: str, picture: np.ndarray, people: list[tuple[np.ndarray, np.ndarray]], taught: Taught) -> None:
         """A frame and its kept people: (box, keypoints [K, 3] over `names`)."""
-        image_id = len(self.images) + 1
         cv2.imwrite(str(self.folder / "images" / f"{stem}.jpg"), picture[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 95])
         if taught.parts is not None:
             cv2.imwrite(str(self.folder / "labels" / f"{stem}.png"), taught.parts)
         if taught.alpha is not None:
             cv2.imwrite(str(self.folder / "alpha" / f"{stem}.png"), np.round(taught.alpha * 255).astype(np.uint8))
         height, width = picture.shape[:2]
-        self.images.append({"id": image_id, "file_name": f"images/{stem}.jpg", "width": width, "height": height})
+        image_id = self.coco.image(f"images/{stem}.jpg", width, height)
         for box, points in people:
-            self.annotations.append({
-                "id": len(self.annotations) + 1, "image_id": image_id, "category_id": 1, "iscrowd": 0,
-                "bbox": [round(float(v), 2) for v in box], "area": round(float(box[2] * box[3]), 1),
-                "keypoints": [round(float(v), 2) for v in points.reshape(-1)],
-                "num_keypoints": int((points[:, 2] > 0).sum()),
-            })  # fmt: skip
+            self.coco.person(image_id, box, points)
 
     def close(self) -> None:
-        coco = {"images": self.images, "annotations": self.annotations,
-                "categories": [{"id": 1, "name": "person", "keypoints": self.names, "skeleton": []}]}  # fmt: skip
-        partial = self.folder / "keypoints.json.partial"
-        partial.write_text(json.dumps(coco))
-        partial.replace(self.folder / "keypoints.json")
+        self.coco.write(self.folder / "keypoints.json")
 
 
 def wanted_keypoints(which: str) -> tuple[list[str], list[int]]:

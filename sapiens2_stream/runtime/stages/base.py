@@ -31,6 +31,7 @@ so a later stage can add to a moment before it is written.
 from __future__ import annotations
 
 import logging
+import traceback
 from typing import Any, ClassVar, Literal
 
 from ...errors import Sapiens2StreamError
@@ -155,7 +156,31 @@ def register_stage(name: str):
     return register
 
 
-def reports_of(stages: list, states: dict, failed: set[str]) -> dict:
+class Failures:
+    """The stages of one runner that failed, each off from then on: said once (one line naming where, the stage and
+    the error; the traceback with --debug). A source's runner and the group's keep theirs in one; each counts its
+    own (a source's numbers, the group's errors)."""
+
+    def __init__(self, where: str, after: str) -> None:
+        """`where`: what the line starts with ("source cam1: stage", "group stage"); `after`: what it ends with
+        (what goes on without the stage)."""
+        self.where, self.after = where, after
+        self.off: set[str] = set()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.off
+
+    def fail(self, name: str, error: BaseException, when: str = "") -> str:
+        """Stage `name` failed (`when`: " at frame 12", " after 3 moments"); off from now on. Returns the error's
+        one-line message, for the runner to count."""
+        self.off.add(name)
+        message = f"{type(error).__name__}: {error}"
+        log.error("%s %s failed%s: %s %s", self.where, name, when, message, self.after)
+        log.debug("".join(traceback.format_exception(error)))
+        return message
+
+
+def reports_of(stages: list, states: dict, failed: Failures) -> dict:
     """Each reporting built-in stage's status now, under its `reports` key (`Stage.report`), read on the console's
     or /metrics' thread: a stage that failed, or does not run, reports nothing, and one that cannot report now is
     left out (the reader must not fail with it). Users' stages report through their fields and files."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 from ...io.stage_files import run_jobs
 from ..live_mocap import Moment
 from ..observer import Observer
-from .base import reports_of
+from .base import Failures, reports_of
 from .context import GroupContext
 
 log = logging.getLogger("sapiens2_stream")
@@ -64,7 +63,9 @@ class GroupStages(Observer):
         self.outbox, self.out_dir = ctx.files, ctx.out_dir  # the files the stages make at the end: written here
         self.states: dict[str, object] = {}
         self.errors: list[dict] = []  # {stage, error, moment}: the stages that failed (each off since)
-        self.failed: set[str] = set()
+        self.failed = Failures(
+            "group stage", "(the stage is off for the rest of the run; the sources and the other stages go on)"
+        )
         self.moments = 0  # moments made so far (where a failure happened)
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
@@ -127,12 +128,8 @@ class GroupStages(Observer):
             self._fail(stage.name, e)
 
     def _fail(self, name: str, error: Exception) -> None:
-        self.failed.add(name)
-        message = f"{type(error).__name__}: {error}"
+        message = self.failed.fail(name, error, f" after {self.moments} moments")
         self.errors.append({"stage": name, "error": message, "moment": self.moments})
-        log.error("group stage %s failed after %d moments: %s (the stage is off for the rest of the run; the sources "
-                  "and the other stages go on)", name, self.moments, message)  # fmt: skip
-        log.debug("".join(traceback.format_exception(error)))
 
     # ------------------------------------------------------------------------------------------- observer
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ...errors import Sapiens2StreamError
 from ...export.options import Pose2SimOutput
 from ...export.pose2sim import export_pose2sim
-from ...threed.calibration import read_calibration
+from ...threed.calibration import cameras_named
 from .base import GroupStage, register_stage
 from .context import GroupContext
 
@@ -39,13 +39,8 @@ class Pose2SimProject(GroupStage):
 
     def check(self, options: Pose2SimOutput, ctx: GroupContext) -> None:
         """A calibration that does not name every source (the project pairs them by name)."""
-        calibration = options.calibration
-        if calibration:
-            cameras = read_calibration(calibration)
-            absent = [name for name in ctx.folders if name not in cameras]
-            if absent:
-                raise Sapiens2StreamError(f"outputs.pose2sim.calibration: no camera named {', '.join(absent)} in "
-                                          f"{calibration} (it has {', '.join(cameras)})")  # fmt: skip
+        if options.calibration:
+            cameras_named(options.calibration, ctx.folders, "outputs.pose2sim.calibration")
 
     def open(self, options: Pose2SimOutput, ctx: GroupContext, emit) -> Take:
         return Take(options, ctx)

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import logging
 import time
-import traceback
 
 from ...errors import Sapiens2StreamError
 from ...io.sink import Fenced
 from ..results import FrameResult
-from .base import reports_of
+from .base import Failures, reports_of
 
 log = logging.getLogger("sapiens2_stream")
 
@@ -27,7 +26,7 @@ class SourceStages:
         self.options = {s.name: stream.cfg.options_for(s) for s in stages}
         self.stages = [s for s in stages if s.enabled(self.options[s.name], self.ctx)]
         self.states: dict[str, object] = {}
-        self.failed: set[str] = set()
+        self.failed = Failures(f"source {stream.label}: stage", "(the stage is off for this source; the rest goes on)")
         self.closed = False
 
     def open(self) -> None:
@@ -62,13 +61,8 @@ class SourceStages:
 
     def fail(self, stage, error: Exception, frame: int | None) -> None:
         """Say and count a stage's failure; it runs no more for this source."""
-        self.failed.add(stage.name)
-        message = f"{type(error).__name__}: {error}"
+        message = self.failed.fail(stage.name, error, "" if frame is None else f" at frame {frame}")
         self.stream.numbers.stage_failed(stage.name, message, frame)
-        at = "" if frame is None else f" at frame {frame}"
-        log.error("source %s: stage %s failed%s: %s (the stage is off for this source; the rest goes on)",
-                  self.stream.label, stage.name, at, message)  # fmt: skip
-        log.debug("".join(traceback.format_exception(error)))
 
     def close(self) -> None:
         """Close every opened stage, once, in order (a failing close is said and counted; the others still close)."""
