@@ -20,7 +20,7 @@ import pytest
 import yaml
 from websockets.sync.client import connect
 
-from sapiens2_stream.fleet.placement import place
+from sapiens2_stream.fleet.placement import orphan_targets, place
 from tests.test_integrations import wait_until
 from tests.test_pipeline import free_port
 
@@ -88,6 +88,15 @@ def ray_initialized() -> bool:
     import ray
 
     return ray.is_initialized()
+
+
+def test_a_lost_worker_s_cameras_that_would_crowd_a_survivor_wait_for_its_restart_when_a_gpu_is_free():
+    rates = {"a": 10.0, "b": 10.0, "c": 10.0, "d": 10.0}
+    current = {"a": "w0", "b": "w0"}  # w1 lost with c and d; w0 carries 24 frames/s
+    assert orphan_targets(["c", "d"], "w1", rates, current, {"w0": 24.0}, 0.2, wait=True) == {"c": "w1", "d": "w1"}
+    assert orphan_targets(["c", "d"], "w1", rates, current, {"w0": 24.0}, 0.2, wait=False) == {"c": "w0", "d": "w0"}
+    roomy = orphan_targets(["c", "d"], "w1", rates, current, {"w0": 24.0, "w2": 24.0}, 0.2, wait=True)
+    assert roomy == {"c": "w2", "d": "w2"}  # room without crowding: moved, not kept waiting
 
 
 def test_pins_are_tried_first():

@@ -100,9 +100,11 @@ class FleetBackend:
         if where is None:
             return None
         c = self.camera_stats(name) or {}
-        state = c.get("state", "starting") if fleet.owner_alive(name) else "no owner"
+        state = c.get("state", "starting") if fleet.health.owner_alive(name) else "no owner"
         known = fleet.cameras.get(name)
-        age = fleet.result_age(name, time.time()) if known is not None and known.result_wall is not None else None
+        age = (
+            fleet.health.result_age(name, time.time()) if known is not None and known.result_wall is not None else None
+        )
         return {**source_status(name, c.get("uri", ""), state, c, age),
                 "worker": where["worker"], "node": where["node_id"], "epoch": where["epoch"]}  # fmt: skip
 

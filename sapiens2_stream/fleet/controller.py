@@ -15,11 +15,10 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..config import from_dict
 from ..console.events import RecentEvents
@@ -30,17 +29,17 @@ from ..runtime.live_mocap import triangulation_group
 from ..runtime.options import ConsoleConfig, MetricsConfig
 from ..runtime.pipeline import check_group_stages, group_plan
 from ..runtime.pipeline_config import PipelineConfig
-from ..runtime.prometheus import Endpoints, stage_metrics
+from ..runtime.prometheus import Endpoints
 from ..runtime.ray_cluster import connect, worker_plan
 from ..runtime.stages import builtin_stages, in_order
-from ..runtime.stages.base import report_keys
+from .health import CameraState, Health, WorkerState
+from .metrics import FleetCollector
 from .mocap import MocapHub
-from .placement import place
+from .placement import orphan_targets, place
 from .record import FleetRecord, write_marker
 from .worker import FleetWorker
 
 POLL_S = 1.0
-ANSWER_S = 3.0  # a worker silent for longer counts as no owner of its cameras (/healthz)
 START_TIMEOUT_S = 600.0  # loading the models on every worker
 STOP_TIMEOUT_S = 60.0
 FRESH_WAIT_S = 120.0  # how long a lost machine's cameras wait for their worker's restart on a free GPU
@@ -63,28 +62,6 @@ def camera_rate(src: SourceConfig, fallback: float) -> float:
     source = Source(src)
     source.connect()
     return source.rate or fallback
-
-
-@dataclass
-class WorkerState:
-    """What the driver knows of one worker, in one record."""
-
-    handle: object  # its Ray actor
-    stats: dict = field(default_factory=lambda: {"cameras": {}})  # its latest answer
-    asked: object = None  # the stats call in flight
-    seen: float = 0.0  # when it last answered
-    lost: bool = False  # its node died and its cameras moved
-    awaited_since: float | None = None  # since when cameras wait for its restart on a free GPU
-    event_cursor: tuple[int, int] = (0, 0)  # (pid, seq) of the last event taken from it
-
-
-@dataclass
-class CameraState:
-    """What the driver knows of one camera beyond the record: when it was given to its worker, and when its latest
-    result was written (as last reported)."""
-
-    assigned_at: float = 0.0
-    result_wall: float | None = None
 
 
 class Fleet:
@@ -112,6 +89,7 @@ class Fleet:
         self.mocap_report: dict | None = None  # its latest report: {"reports": the group stages', "errors": ...}
         self.group_errors_said = 0
         self.endpoints = None
+        self.health = Health(self.record, self.workers, self.cameras, cfg.fleet.max_result_age_s)
 
     # ------------------------------------------------------------------------------------------- starting
 
@@ -180,8 +158,8 @@ class Fleet:
         metrics = self.cfg.runtime.metrics
         if metrics.port is not None:
             registry = CollectorRegistry()
-            registry.register(FleetCollector(self))
-            self.endpoints = Endpoints(metrics, registry, self.health)
+            registry.register(FleetCollector(self.health, self.lock, lambda: self.mocap_report))
+            self.endpoints = Endpoints(metrics, registry, self.healthz)
 
     # ------------------------------------------------------------------------------------------- calls
 
@@ -298,14 +276,9 @@ class Fleet:
             return
         targets = dict.fromkeys(orphans, lost)  # lost: left for its restart on a free GPU
         if survivors:
-            rates = self.record.data["placement"]["rates"]
             current = {c: s["worker"] for c, s in self.record.data["sources"].items() if s["worker"] != lost}
-            placement = place({c: rates[c] for c in [*current, *orphans]}, survivors, self.cfg.fleet.headroom,
-                              current, use_headroom=True)  # fmt: skip
-            crowded = {w for w, load in placement.load.items() if load > survivors[w] + 1e-9}
-            wait = fresh and self.room_for_restart()
-            targets = {c: lost if wait and placement.assignment[c] in crowded else placement.assignment[c]
-                       for c in orphans}  # fmt: skip
+            targets = orphan_targets(orphans, lost, self.record.data["placement"]["rates"], current, survivors,
+                                     self.cfg.fleet.headroom, fresh and self.room_for_restart())  # fmt: skip
         elif not (fresh and self.room_for_restart()):
             self.say(f"fleet: {reason}; no worker left for {', '.join(orphans)} (Ray restarts {lost} when it can)")
             return
@@ -383,57 +356,13 @@ class Fleet:
 
     # ------------------------------------------------------------------------------------------- reporting
 
-    def owner_alive(self, camera: str) -> bool:
-        """Whether the camera's worker is on a living node and answered lately (a worker restarting, or on a node
-        not yet declared dead, does not)."""
-        worker = self.workers[self.record.data["sources"][camera]["worker"]]
-        return not worker.lost and time.time() - worker.seen < ANSWER_S
-
-    def result_age(self, camera: str, now: float) -> float:
-        """Since the camera's latest result (before its first: since it was assigned)."""
-        c = self.cameras.get(camera)
-        if c is None:
-            return 0.0
-        return now - (c.result_wall if c.result_wall is not None else c.assigned_at)
-
-    def fresh(self, camera: str, now: float) -> bool:
-        """A result since the camera's current assignment (a moved camera is not fresh until its new worker has
-        written), and within fleet.max_result_age_s."""
-        c = self.cameras.get(camera, CameraState())
-        wall = c.result_wall if c.result_wall is not None else 0.0
-        return wall >= c.assigned_at and now - wall <= self.cfg.fleet.max_result_age_s
-
-    def health(self) -> tuple[int, dict]:
-        """503 naming the cameras with no owner or no fresh result; 200 otherwise."""
+    def healthz(self) -> tuple[int, dict]:
+        """/healthz, under the record's lock (`Health.status`)."""
         with self.lock:
-            return self._health()
-
-    def _health(self) -> tuple[int, dict]:
-        now = time.time()
-        ages = {cam: round(self.result_age(cam, now), 2) for cam in self.record.data["sources"]}
-        orphans = sorted(c for c in ages if not self.owner_alive(c))
-        stale = sorted(c for c in ages if not self.fresh(c, now) and c not in orphans)
-        body = {"status": "ok" if not (orphans or stale) else "unhealthy", "result_age_s": ages}
-        if orphans:
-            body["no_owner"] = orphans
-        if stale:
-            body["no_fresh_result"] = stale
-        return (503 if orphans or stale else 200), body
+            return self.health.status()
 
     def status_lines(self) -> list[str]:
-        now, lines = time.time(), []
-        for name, worker in self.record.data["workers"].items():
-            known = self.workers[name]
-            fps = sum(c["processed_fps"] for c in known.stats["cameras"].values())
-            ages = [self.result_age(c, now) for c in worker["sources"]]
-            state = "lost" if known.lost else "up" if now - known.seen < ANSWER_S else "no answer"
-            lines.append(f"{name} [{state}] node {worker['node_id'][:8]} gpu {worker['gpus'] or '-'}: "
-                         f"{len(worker['sources'])} camera(s), {fps:.1f} frames/s, oldest result "
-                         f"{max(ages, default=0):.1f} s")  # fmt: skip
-        if self.mocap_report is not None and self.mocap_report["errors"]:
-            off = ", ".join(e["stage"] for e in self.mocap_report["errors"])
-            lines.append(f"group stages off after an error: {off}")
-        return lines
+        return self.health.lines((self.mocap_report or {}).get("errors", []))
 
     def say(self, line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -475,44 +404,6 @@ class Fleet:
         if self.local:
             self.ray.shutdown()
         (self.out / f".fleet-marker-{self.id}").unlink(missing_ok=True)
-
-
-class FleetCollector:
-    """Per camera and worker numbers for Prometheus, labelled with source, worker and node."""
-
-    def __init__(self, fleet: Fleet) -> None:
-        self.fleet = fleet
-
-    def collect(self):
-        with self.fleet.lock:
-            return list(self._families())
-
-    def _families(self):
-        fleet, now = self.fleet, time.time()
-        labels = ["source", "worker", "node"]
-        written = CounterMetricFamily("sapiens2_frames_written", "frames written to the outputs", labels=labels)
-        fps = GaugeMetricFamily("sapiens2_processed_fps", "frames processed per second", labels=labels)
-        age = GaugeMetricFamily("sapiens2_result_age_seconds", "seconds since the latest result", labels=labels)
-        owned = GaugeMetricFamily("sapiens2_source_owned", "1 while a living worker runs the camera", labels=labels)
-        for cam, where in fleet.record.data["sources"].items():
-            worker = where["worker"]
-            key = [cam, worker, where["node_id"]]
-            c = fleet.workers[worker].stats["cameras"].get(cam) if worker in fleet.workers else None
-            written.add_metric(key, c["frames_out"] if c else 0)
-            fps.add_metric(key, c["processed_fps"] if c else 0.0)
-            age.add_metric(key, fleet.result_age(cam, now))
-            owned.add_metric(key, float(fleet.owner_alive(cam)))
-        capacity = GaugeMetricFamily("sapiens2_worker_capacity_fps", "frames/s a worker measured",
-                                     labels=["worker", "node"])  # fmt: skip
-        for name, worker in fleet.record.data["workers"].items():
-            capacity.add_metric([name, worker["node_id"]], worker["capacity_fps"])
-        yield from (written, fps, age, owned, capacity)
-        cameras = {cam: c for w in fleet.workers.values() for cam, c in w.stats["cameras"].items()}
-        reports = {cam: {k: c[k] for k in report_keys() if c.get(k) is not None} for cam, c in cameras.items()}
-        hub = fleet.mocap_report or {"reports": {}, "errors": []}
-        yield from stage_metrics(
-            reports, {cam: c.get("errors", []) for cam, c in cameras.items()}, hub["reports"], hub["errors"]
-        )
 
 
 class FleetConsole:

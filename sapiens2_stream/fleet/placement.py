@@ -62,3 +62,14 @@ def place(
         if share < 1.0 - 1e-9:
             below[cam] = round(share, 3)
     return Placement(dict(sorted(assignment.items())), load, below)
+
+
+def orphan_targets(orphans: list[str], lost: str, rates: dict[str, float], current: dict[str, str],
+                   survivors: dict[str, float], headroom: float, wait: bool) -> dict[str, str]:  # fmt: skip
+    """Where a lost worker's cameras go: onto the survivors' spare capacity (first-fit decreasing, the headroom
+    used: that is what it is kept for), the others' cameras staying where they are (`current`). With `wait` (a
+    free GPU for the lost worker's restart), a camera that would crowd a survivor past its capacity stays with
+    `lost` instead, to continue there once it is back."""
+    placement = place({c: rates[c] for c in [*current, *orphans]}, survivors, headroom, current, use_headroom=True)
+    crowded = {w for w, load in placement.load.items() if load > survivors[w] + 1e-9}
+    return {c: lost if wait and placement.assignment[c] in crowded else placement.assignment[c] for c in orphans}
