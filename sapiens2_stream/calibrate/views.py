@@ -18,10 +18,10 @@ import numpy as np
 
 from ..errors import Sapiens2StreamError
 from ..io.pyav import av
+from ..io.source_parts import IMAGE_SUFFIXES
 from ..io.upright import display_orientation, pixel_aspect, square_pixels
 from .boards import Board, Found
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 BLUR_SHARE = 0.35  # a view whose sharpness is under this share of the sharpest views' median is blurred
 
 

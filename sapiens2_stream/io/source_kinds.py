@@ -1,8 +1,8 @@
 """The kinds of input (`source.kind`, `sapiens2-stream list sources`), one registry: `registry.SOURCES`.
 
 Light on purpose (no PyAV, no OpenCV): reading a pipeline file checks `source.kind` against these names, and
-`auto` is resolved from them. How each kind's frames are read is `io.sources.Source`'s (the kind names its
-methods).
+`auto` is resolved from them. How each kind's frames are read is its reader class (`io.readers`), registered for
+it here (`reads`, `READERS`).
 """
 
 from __future__ import annotations
@@ -65,16 +65,13 @@ def webcam_input(
 @dataclass(frozen=True)
 class SourceKind:
     """A kind of input: whether it is live (frames may be dropped, it reconnects), the URIs it claims under `auto`,
-    what FFmpeg opens for it, and the `Source` methods that learn about it before the run (`probe`: rate and
-    length) and read its frames (`read`)."""
+    and what FFmpeg opens for it. Its reader (`READERS`) learns about it before the run and reads its frames."""
 
     name: str
     live: bool
     doc: str
     claims: Callable[[str], bool]
-    read: str  # a method of io.sources.Source: (stop event) -> frames
     opening: Callable[[SourceConfig], Opening] = plain_opening
-    probe: str | None = None  # a method of io.sources.Source, or None
 
     def listing(self) -> Row:
         return self.name, "live" if self.live else "whole", "take stage", "source", self.doc
@@ -82,21 +79,49 @@ class SourceKind:
 
 # The kinds of input; `auto` takes the first that claims the URI, so the order matters (a file is what is left).
 SOURCES.add(SourceKind("frames", False, "frames handed over from Python (the API's stream() of arrays or a generator)",
-                       lambda uri: uri.startswith("python:"), "_feed_frames", probe="_find_feed"))  # fmt: skip
+                       lambda uri: uri.startswith("python:")))  # fmt: skip
 SOURCES.add(SourceKind("stream", True,
                        "a network camera or stream: rtsp(s)://, rtmp(s)://, http(s)://, srt://, udp://, tcp://",
-                       lambda uri: uri.startswith(STREAM_SCHEMES), "_live_frames", stream_opening))  # fmt: skip
-SOURCES.add(SourceKind("webcam", True, "a local camera: webcam:0, /dev/video0, a device name on Windows",
-                       lambda uri: uri.startswith(("webcam:", "/dev/video")) or uri.isdigit(), "_live_frames",
-                       webcam_opening))  # fmt: skip
+                       lambda uri: uri.startswith(STREAM_SCHEMES), stream_opening))  # fmt: skip
+SOURCES.add(
+    SourceKind(
+        "webcam",
+        True,
+        "a local camera: webcam:0, /dev/video0, a device name on Windows",
+        lambda uri: uri.startswith(("webcam:", "/dev/video")) or uri.isdigit(),
+        webcam_opening,
+    )
+)
 SOURCES.add(SourceKind("lavfi", True,
                        "an FFmpeg filter graph standing in for a camera: lavfi:testsrc2=size=640x360:rate=30",
-                       lambda uri: uri.startswith("lavfi:"), "_live_frames", lavfi_opening))  # fmt: skip
-SOURCES.add(SourceKind("images", False, "a folder or glob of photos, in name order (EXIF orientation applied)",
-                       lambda uri: any(c in uri for c in "*?[") or Path(uri).is_dir(), "_image_frames",
-                       probe="_list_images"))  # fmt: skip
-SOURCES.add(SourceKind("file", False, "a video file (mp4, mkv, mov, ...): nothing dropped, --resume continues it",
-                       lambda uri: True, "_file_frames", probe="_probe_file"))  # fmt: skip
+                       lambda uri: uri.startswith("lavfi:"), lavfi_opening))  # fmt: skip
+SOURCES.add(
+    SourceKind(
+        "images",
+        False,
+        "a folder or glob of photos, in name order (EXIF orientation applied)",
+        lambda uri: any(c in uri for c in "*?[") or Path(uri).is_dir(),
+    )
+)
+SOURCES.add(
+    SourceKind(
+        "file", False, "a video file (mp4, mkv, mov, ...): nothing dropped, --resume continues it", lambda uri: True
+    )
+)
+
+
+READERS: dict[str, type] = {}  # kind -> its reader class (`io.readers`, each registered with `reads`)
+
+
+def reads(*kinds: str) -> Callable[[type], type]:
+    """Class decorator: the reader of the kinds `kinds` (their `Source`s read with it)."""
+
+    def register(cls: type) -> type:
+        for kind in kinds:
+            READERS[kind] = cls
+        return cls
+
+    return register
 
 
 def resolve_kind(uri: str) -> str:

@@ -156,24 +156,22 @@ def register_stage(name: str):
     return register
 
 
-class Failures:
-    """The stages of one runner that failed, each off from then on: said once (one line naming where, the stage and
-    the error; the traceback with --debug). A source's runner and the group's keep theirs in one; each counts its
-    own (a source's numbers, the group's errors)."""
+class Failures(set):
+    """The names of one runner's stages that failed, each off from then on (a set: asking whether a stage is off
+    costs what a set costs, on every result). `fail` says a failure once (one line naming where, the stage and the
+    error; the traceback with --debug). A source's runner and the group's keep theirs in one; each counts its own
+    (a source's numbers, the group's errors)."""
 
     def __init__(self, where: str, after: str) -> None:
         """`where`: what the line starts with ("source cam1: stage", "group stage"); `after`: what it ends with
         (what goes on without the stage)."""
+        super().__init__()
         self.where, self.after = where, after
-        self.off: set[str] = set()
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.off
 
     def fail(self, name: str, error: BaseException, when: str = "") -> str:
         """Stage `name` failed (`when`: " at frame 12", " after 3 moments"); off from now on. Returns the error's
         one-line message, for the runner to count."""
-        self.off.add(name)
+        self.add(name)
         message = f"{type(error).__name__}: {error}"
         log.error("%s %s failed%s: %s %s", self.where, name, when, message, self.after)
         log.debug("".join(traceback.format_exception(error)))
