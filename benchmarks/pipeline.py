@@ -25,6 +25,7 @@ from sapiens2_stream.models import pose_metadata
 from sapiens2_stream.runtime.pipeline import Pipeline
 from sapiens2_stream.runtime.pipeline_config import PipelineConfig
 from sapiens2_stream.runtime.results import FrameResult, Person
+from sapiens2_stream.runtime.stages.context import source_context
 from sapiens2_stream.runtime.stages.write import sink_inputs
 from sapiens2_stream.track import OnlineSmoother, Tracker
 
@@ -62,7 +63,8 @@ def naive_loop(cfg: PipelineConfig) -> float:
     model = Sapiens2ForPoseEstimation.from_pretrained(cfg.models.pose.source).eval()
     pairs = torch.tensor(pose_metadata().flip_pairs)
     detector, tracker, smoother = make_detector(cfg.detector), Tracker(cfg.tracker), OnlineSmoother()
-    sinks = make_sinks(cfg.outputs, sink_inputs(cfg), Source(cfg.source), SinkSetup(VideoFeed(), on_quit=lambda: None))
+    sinks = make_sinks(cfg.outputs, sink_inputs(source_context(cfg)), Source(cfg.source),
+                       SinkSetup(VideoFeed(), on_quit=lambda: None))  # fmt: skip
     with av.open(cfg.source.uri) as container:
         for index, vf in enumerate(container.decode(video=0)):
             frame = Frame(index, float(vf.time), time.time(), vf.to_ndarray(format="rgb24"))
