@@ -60,4 +60,4 @@ class EventCollector(Observer):
 
     def result(self, result, stream) -> None:
         if result.events:
-            self.recent.add(result.events, Path(stream.cfg.outputs.dir))
+            self.recent.add(result.events, stream.plan.ctx.out_dir)

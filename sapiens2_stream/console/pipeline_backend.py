@@ -42,7 +42,7 @@ class PipelineBackend:
         return None if stream is None else describe(stream)
 
     def running(self) -> list[SourceConfig]:
-        return [s.cfg.source for s in self.pipeline.streams if not s.closed]
+        return [s.plan.source for s in self.pipeline.streams if not s.closed]
 
     async def add(self, source: SourceConfig) -> dict:
         stream = await asyncio.get_running_loop().run_in_executor(None, self.pipeline.make_stream, source)
@@ -73,7 +73,7 @@ class PipelineBackend:
         return None if stream is None else self.views.of(stream)
 
     def folder(self, name: str) -> Path:
-        return Path(self.stream(name).cfg.outputs.dir)
+        return self.stream(name).plan.ctx.out_dir
 
     def recording_now(self, name: str) -> list[Path]:
         """The videos being written now (the live view's recorder)."""

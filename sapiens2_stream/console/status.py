@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..errors import redact
 from ..runtime.stages.base import report_keys
 
 
@@ -52,5 +51,5 @@ def source_status(name: str, uri: str, state: str, counts: dict, result_age_s: f
 def describe(stream) -> dict:
     """A source of this pipeline as the console lists it."""
     counts = counters(stream)
-    return source_status(stream.name, redact(stream.cfg.source.uri), state(stream), counts,
+    return source_status(stream.name, stream.source.source_id, state(stream), counts,
                          counts["result_age_s"])  # fmt: skip

@@ -27,7 +27,7 @@ from ..config import from_dict
 from ..console.events import EventCollector
 from ..console.live import LiveViews
 from ..console.status import counters, state
-from ..errors import Sapiens2StreamError, redact
+from ..errors import Sapiens2StreamError
 from ..io.options import SourceConfig
 from ..runtime.live_mocap import triangulation_group
 from ..runtime.pipeline_config import PipelineConfig
@@ -194,7 +194,7 @@ class FleetWorker:
         for s in self.running().values():
             cameras[s.name] = {
                 "epoch": self.epochs[s.name], **counters(s),
-                "state": "fenced" if s.fenced else state(s), "uri": redact(s.cfg.source.uri),
+                "state": "fenced" if s.fenced else state(s), "uri": s.source.source_id,
                 "recording": str(s.feed.recording) if s.feed.recording else None,
             }  # fmt: skip
         answer = {**self.info(), "worker": self.name, "cameras": cameras}

@@ -54,7 +54,7 @@ from .pipeline_config import PipelineConfig
 from .prometheus import Monitor
 from .results import FrameResult
 from .stages import STAGES, api_stage, builtin_stages, in_order, yaml_stage
-from .stages.context import group_context, runs
+from .stages.context import group_context, runs, source_plan
 from .stages.group import GroupPlan, GroupStages
 from .stream import Stream, check_stages, source_error
 from .threads import census, torch_threads
@@ -114,7 +114,7 @@ def check_run(cfg: PipelineConfig, given: list = ()) -> list:
     singles = cfg.per_source()
     for single in singles:
         Source(single.source)  # a file that is no video, a folder without images
-        check_stages(single, stages)
+        check_stages(source_plan(single, stages), stages)
     check_group_stages(cfg, stages)
     check_model_sources(cfg.enabled_models())
     check_detector(cfg.detector)
@@ -238,7 +238,8 @@ class Pipeline:
         return observer
 
     def _stream(self, cfg: PipelineConfig, name: str, **options) -> Stream:
-        return Stream(cfg, name=name, on_quit=self.finish, observers=self.observers, **options)
+        return Stream(source_plan(cfg, self.source_stages), name=name, on_quit=self.finish, observers=self.observers,
+                      **options)  # fmt: skip
 
     @property
     def source(self):

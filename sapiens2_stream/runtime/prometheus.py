@@ -268,7 +268,7 @@ class Monitor(Observer):
                 continue
             ago = now - (s.source.stats.last_frame_wall or s.numbers.started)
             sources[s.label] = round(ago, 2)
-            if ago > s.cfg.source.timeout_s:
+            if ago > s.plan.source.timeout_s:
                 silent.append(s.label)
         body = {"status": "not connected" if down else "silent" if silent else "ok",
                 "seconds_since_last_frame": sources}  # fmt: skip

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import Sapiens2StreamError, redact
 from ..io.outputs import SinkSetup
@@ -26,43 +25,38 @@ from .observer import tell
 from .results import FrameResult
 from .resume import prepare_resume
 from .stages import SourceStages
-from .stages.context import SourceContext, source_context
+from .stages.context import SourceContext, SourcePlan
 from .stages.track import SourceTracking
 
-if TYPE_CHECKING:  # (the assembled configuration imports every stage, and so this module)
-    from .pipeline_config import PipelineConfig
 
-
-def check_stages(cfg: PipelineConfig, stages: list) -> None:
-    """Configuration errors of one source (its single-source `cfg`) that its stages can find without opening
-    anything."""
-    ctx = source_context(cfg)
+def check_stages(plan: SourcePlan, stages: list) -> None:
+    """Configuration errors of one source that its stages can find without opening anything."""
     for stage in stages:
-        options = cfg.options_for(stage)
-        if stage.scope == "source" and stage.enabled(options, ctx):
-            stage.check(options, ctx)
+        options = plan.options.get(stage.name)
+        if stage.scope == "source" and stage.enabled(options, plan.ctx):
+            stage.check(options, plan.ctx)
 
 
 class Stream:
     """A source with everything that is its own; see the module docstring for what is dropped and when."""
 
-    def __init__(self, cfg: PipelineConfig, *, name: str = "", resume: bool = False,
+    def __init__(self, plan: SourcePlan, *, name: str = "", resume: bool = False,
                  on_quit: Callable[[], None] = lambda: None, observers: list | None = None) -> None:  # fmt: skip
-        """`cfg`: a single-source configuration (PipelineConfig.per_source); `name`: the source's name, empty for
-        the single `source:`; `resume`: continue the run recorded in its output folder; `on_quit`: what the
-        display window calls to end the run; `observers`: the run's (the list itself: observers attached later
-        are told too). Nothing is connected, read back or written until `open`."""
-        self.cfg, self.name, self.resume, self.on_quit = cfg, name, resume, on_quit
+        """`plan`: the source's sections, its stages' and its context (`stages.context.source_plan`); `name`: its
+        name, empty for the single `source:`; `resume`: continue the run recorded in its output folder; `on_quit`:
+        what the display window calls to end the run; `observers`: the run's (the list itself: observers attached
+        later are told too). Nothing is connected, read back or written until `open`."""
+        self.plan, self.name, self.resume, self.on_quit = plan, name, resume, on_quit
         self.observers = observers if observers is not None else []
         self.mqtt = None  # the process's MQTT client, when outputs.mqtt is on (given at `open`)
         self.resumed = None  # the interrupted run continued (`open` reads it back)
-        self.source = Source(cfg.source)
-        self.uri = cfg.source.uri  # the source's address (the detector's cache key)
-        self.runtime = rt = cfg.runtime
+        self.source = Source(plan.source)
+        self.uri = plan.source.uri  # the source's address (the detector's cache key)
+        self.runtime = rt = plan.runtime
         self.numbers = SourceNumbers(self.source.stats, self.source.live)
         policy = rt.policy if rt.policy != "auto" else ("latest" if self.source.live else "block")
         self.waiting = Waiting(policy, self.source.live, rt, self.numbers)  # frames for the models (the take stage's)
-        self.tracking = SourceTracking(cfg.detector, cfg.tracker, self.numbers)  # the detect and track stages' own
+        self.tracking = SourceTracking(plan.detector, plan.tracker, self.numbers)  # the detect and track stages' own
         self.folder_checks: list[Callable[[Path], None]] = []  # asked before any output folder is opened or rolled
         # (a fleet worker's fence: raises `Fenced` once the source moved to another worker)
         self.stage_run: SourceStages | None = None  # its source stages, given when the run starts it
@@ -80,7 +74,7 @@ class Stream:
         self.threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"stream-{name or 'source'}")
 
     def check(self, stages: list) -> None:
-        check_stages(self.cfg, stages)
+        check_stages(self.plan, stages)
 
     def open(self, stages: list, mqtt=None) -> None:
         """Connect (a live source: once, so an unreachable camera is a configuration error), read back the
@@ -89,12 +83,11 @@ class Stream:
         self.mqtt = mqtt
         self.source.connect()
         if self.resume:
-            self.resumed = prepare_resume(
-                self.cfg.outputs, self.cfg.source, self.cfg.enabled_models(), self.source.live
-            )
+            plan = self.plan
+            self.resumed = prepare_resume(plan.outputs, plan.source, plan.ctx.models, self.source.live)
         if self.resumed is not None:
-            self.cfg = replace(self.cfg, source=replace(self.cfg.source, start_frame=self.resumed.start_frame))
-            self.source.cfg = self.cfg.source
+            self.plan = self.plan.resumed_at(self.resumed.start_frame)
+            self.source.cfg = self.plan.source
             self.tracking.resume(self.resumed)
         self.stage_run = SourceStages(stages, self)
         self.stage_run.open()
@@ -103,7 +96,7 @@ class Stream:
         """What this source's stages are told of it (opened: the reader, the run continued, the counters, what its
         sinks share with the run, and the run's observers for each result written)."""
         sinks = SinkSetup(self.feed, self.on_quit, self.resumed, self.mqtt, self.check_folder)
-        return replace(source_context(self.cfg), reader=self.source, resumed=self.resumed, numbers=self.numbers,
+        return replace(self.plan.ctx, reader=self.source, resumed=self.resumed, numbers=self.numbers,
                        sinks=sinks, tell=functools.partial(tell, self.observers, self))  # fmt: skip
 
     def check_folder(self, folder: Path) -> None:
@@ -181,7 +174,7 @@ class Stream:
     @property
     def label(self) -> str:
         """What names this source in the summary, Prometheus and status lines: its name, else the pipeline's."""
-        return self.name or self.cfg.name
+        return self.plan.ctx.label
 
     def output_stats(self) -> dict[str, dict]:
         """What the outputs that can refuse work (re-stream, MQTT, virtual camera) sent and dropped."""
@@ -194,9 +187,9 @@ class Stream:
         for quiet in ("conversions", "left_unprocessed", "redrawn_frames"):  # said only when they happened
             if not numbers[quiet]:
                 del numbers[quiet]
-        detector = {"every": self.cfg.detector.every, "frames_detected": numbers.pop("frames_detected")}
+        detector = {"every": self.plan.detector.every, "frames_detected": numbers.pop("frames_detected")}
         summary = {
-            "source": redact(self.cfg.source.uri),
+            "source": self.source.source_id,
             **({"name": self.name} if self.name else {}),
             **({"connection": self.source.connection.snapshot()} if self.source.connection else {}),
             **numbers,

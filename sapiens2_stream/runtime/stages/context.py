@@ -10,7 +10,7 @@ runtime's policy lives (which stages emit events, which sources form a camera gr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,26 @@ class SourceContext:
 
 
 @dataclass
+class SourcePlan:
+    """What one source's stream is given, cut from its single-source configuration before anything opens: the
+    sections it reads itself (its input, the runtime's policy, the detector's schedule, the tracker, the outputs a
+    resumed run reads back), each of its source stages' own section by name, and the context they are told."""
+
+    source: SourceConfig
+    runtime: Any  # runtime.options.RuntimeConfig
+    detector: Any  # detect.options.DetectorConfig
+    tracker: Any  # track.options.TrackerConfig
+    outputs: Any  # the `outputs:` section
+    options: dict[str, Any]  # each source stage's section, by the stage's name
+    ctx: SourceContext
+
+    def resumed_at(self, start_frame: int) -> SourcePlan:
+        """The same plan for a run continued from `start_frame` (its stages are told so too)."""
+        source = replace(self.source, start_frame=start_frame)
+        return replace(self, source=source, ctx=replace(self.ctx, source=source))
+
+
+@dataclass
 class GroupContext:
     """A group stage's view of the run: its sources (their configurations, the camera group among them, and the
     folder each writes to), its own output folder and MQTT topic, and once open, the sources' nominal frame rates by
@@ -75,6 +95,13 @@ def source_context(cfg: PipelineConfig) -> SourceContext:
     models = cfg.enabled_models()
     return SourceContext(cfg.source.name or cfg.name, cfg.source, Path(cfg.outputs.dir), models, events,
                          cfg.smoothing, cfg.tracker.max_lost_s, cfg.threed.lifts(models))  # fmt: skip
+
+
+def source_plan(cfg: PipelineConfig, stages: list) -> SourcePlan:
+    """The plan of the source of a single-source configuration (`PipelineConfig.per_source`), for the run's source
+    stages `stages`."""
+    options = {s.name: cfg.options_for(s) for s in stages if s.scope == "source"}
+    return SourcePlan(cfg.source, cfg.runtime, cfg.detector, cfg.tracker, cfg.outputs, options, source_context(cfg))
 
 
 def group_context(cfg: PipelineConfig) -> GroupContext:

@@ -19,11 +19,11 @@ log = logging.getLogger("sapiens2_stream")
 
 class SourceStages:
     def __init__(self, stages: list, stream) -> None:
-        """`stages`: the run's source stages in order (those enabled for this source's configuration run), each
-        given its own section of the source's configuration and the source's context (`stream.context()`)."""
+        """`stages`: the run's source stages in order (those enabled for this source run), each given its own
+        section (`stream.plan.options`) and the source's context (`stream.context()`)."""
         self.stream = stream
         self.ctx = stream.context()
-        self.options = {s.name: stream.cfg.options_for(s) for s in stages}
+        self.options = {s.name: stream.plan.options.get(s.name) for s in stages}
         self.stages = [s for s in stages if s.enabled(self.options[s.name], self.ctx)]
         self.states: dict[str, object] = {}
         self.failed = Failures(f"source {stream.label}: stage", "(the stage is off for this source; the rest goes on)")
