@@ -6,7 +6,7 @@ hangs on its first frame. Loaded in this order, both work (tests/test_display). 
 package is imported, so that `--help`, `validate` and `schema` do not pay for OpenCV.
 """
 
-import av  # noqa: E402, I001
-import cv2  # noqa: F401  (first)
+import cv2  # noqa: F401, I001  (first: the order is the point, an import sorter must leave it)
+import av
 
 __all__ = ["av"]
