@@ -154,6 +154,21 @@ def fleet_spec(tmp_path, tiny_dir, cameras, port):
     return spec
 
 
+def calibrated_fleet_spec(tmp_path, tiny_dir, count, port):
+    """`fleet_spec` of `count` cameras of one calibrated rig (tests.scenes3d), triangulated live: the spec's path,
+    its data (to change and write back) and the cameras' names."""
+    from sapiens2_stream.threed.calibration import write_calibration
+    from tests import scenes3d
+
+    rig = scenes3d.rig(count)
+    cameras = [c.name for c in rig]
+    write_calibration(tmp_path / "Calib.toml", rig)
+    spec = fleet_spec(tmp_path, tiny_dir, cameras, port)
+    data = yaml.safe_load(spec.read_text())
+    data["threed"] = {"calibration": str(tmp_path / "Calib.toml"), "max_skew_s": 0.45}  # 2 frames/s, not in step
+    return spec, data, cameras
+
+
 def start_driver(spec, cluster):
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     return subprocess.Popen([sys.executable, "-m", "sapiens2_stream.cli", "run", str(spec), "--ray", cluster.address,
@@ -218,18 +233,10 @@ def fleet_record(out):
 def test_fleet_places_restarts_moves_and_stops(tmp_path, tiny_dir, cluster):
     """Four cameras on two workers; a worker killed (Ray restarts it), then a node lost (its cameras move). The
     cameras are one calibrated group, triangulated live by the driver's hub from whichever worker runs them."""
-    from sapiens2_stream.threed.calibration import write_calibration
-    from tests import scenes3d
-
     ray_cluster, nodes = cluster
-    rig = scenes3d.rig(4)
-    cameras = [c.name for c in rig]
-    write_calibration(tmp_path / "Calib.toml", rig)
     port = free_port()
     out = tmp_path / "out"
-    spec = fleet_spec(tmp_path, tiny_dir, cameras, port)
-    data = yaml.safe_load(spec.read_text())
-    data["threed"] = {"calibration": str(tmp_path / "Calib.toml"), "max_skew_s": 0.45}  # 2 frames/s, not in step
+    spec, data, cameras = calibrated_fleet_spec(tmp_path, tiny_dir, 4, port)
     data["fleet"]["pins"] = {c: nodes[i // 2].node_id for i, c in enumerate(cameras)}  # two cameras a worker
     spec.write_text(yaml.safe_dump(data))
     driver = start_driver(spec, ray_cluster)
@@ -570,18 +577,10 @@ def test_a_group_stage_that_raises_in_a_fleet_is_said_once_counted_and_off(tmp_p
     """The fleet's hub runs the group stages on the same runner as one machine: a group stage that raises there is
     said once by the driver, counted (the summary's `errors`, the status the driver's /metrics gives), switched
     off, and the moments still reach write_3d."""
-    from sapiens2_stream.threed.calibration import write_calibration
-    from tests import scenes3d
-
     ray_cluster, _ = cluster
-    rig = scenes3d.rig(2)
-    cameras = [c.name for c in rig]
-    write_calibration(tmp_path / "Calib.toml", rig)
     port = free_port()
     out = tmp_path / "out"
-    spec = fleet_spec(tmp_path, tiny_dir, cameras, port)
-    data = yaml.safe_load(spec.read_text())
-    data["threed"] = {"calibration": str(tmp_path / "Calib.toml"), "max_skew_s": 0.45}
+    spec, data, _ = calibrated_fleet_spec(tmp_path, tiny_dir, 2, port)
     spec.write_text(yaml.safe_dump(data))
     script = tmp_path / "driver.py"
     script.write_text(BROKEN_DRIVER)
